@@ -1,0 +1,227 @@
+// Command kubevirt-redfish serves a Redfish BMC for every allowlisted KubeVirt VirtualMachine.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/crypto/bcrypt"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// shutdownGrace bounds how long in-flight requests may finish after SIGTERM.
+const shutdownGrace = 20 * time.Second
+
+type options struct {
+	configPath string
+	kubeconfig string
+	listen     string
+	logLevel   string
+	demo       bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.configPath, "config", "", "path of the YAML configuration file")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then in-cluster)")
+	flag.StringVar(&o.listen, "listen", "", "listen address, overriding the configuration")
+	flag.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error, overriding the configuration")
+	flag.BoolVar(&o.demo, "demo", false, "serve an in-memory demo cluster with simulated VMs (no cluster needed)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "kubevirt-redfish:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	cfg, err := loadConfig(o)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	dyn, err := clusterClient(ctx, o)
+	if err != nil {
+		return err
+	}
+	client := kubevirt.NewClient(dyn, cfg.Namespaces(), log)
+	started := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("informer caches synced", zap.Strings("namespaces", cfg.Namespaces()), zap.Duration("took", time.Since(started)))
+
+	srv := &http.Server{
+		Addr:              cfg.Listen,
+		Handler:           server.New(cfg, client, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if cfg.TLS.CertFile != "" {
+			errc <- srv.ListenAndServeTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		} else {
+			errc <- srv.ListenAndServe()
+		}
+	}()
+	scheme := "http"
+	if cfg.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	log.Info("serving Redfish", zap.String("url", scheme+"://"+cfg.Listen+"/redfish/v1"), zap.String("version", version))
+	if o.demo {
+		printDemoBanner(scheme + "://" + cfg.Listen)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", zap.Duration("grace", shutdownGrace))
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func loadConfig(o options) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	switch {
+	case o.configPath != "":
+		cfg, err = config.Load(o.configPath)
+	case o.demo:
+		cfg, err = demoConfig()
+	default:
+		return nil, errors.New("--config is required (or --demo for the in-memory demo)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.listen != "" {
+		cfg.Listen = o.listen
+	}
+	if o.logLevel != "" {
+		cfg.LogLevel = o.logLevel
+	}
+	return cfg, nil
+}
+
+// demoConfig exposes the demo tenants to admin/password (everything) and to tenant-a-admin
+// (tenant-a only), so the allowlist can be seen at work.
+func demoConfig() (*config.Config, error) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("password"), bcrypt.DefaultCost)
+	if err != nil {
+		return nil, err
+	}
+	f := config.File{
+		Listen: "127.0.0.1:8000",
+		Allowlist: []config.EntryFile{
+			{Name: "tenant-a", Namespace: "tenant-a"},
+			{Name: "tenant-b", Namespace: "tenant-b"},
+		},
+		Users: []config.UserFile{
+			{Username: "admin", PasswordHash: string(hash), Allow: []string{"*"}},
+			{Username: "tenant-a-admin", PasswordHash: string(hash), Allow: []string{"tenant-a"}},
+		},
+	}
+	return f.Compile()
+}
+
+// clusterClient connects to the cluster: --kubeconfig, then $KUBECONFIG, then in-cluster. In
+// demo mode it builds the in-memory cluster and starts the simulator on it.
+func clusterClient(ctx context.Context, o options) (dynamic.Interface, error) {
+	if o.demo {
+		dyn, err := sim.NewDemoCluster()
+		if err != nil {
+			return nil, err
+		}
+		s := sim.New(dyn, sim.Options{BootDelay: 2 * time.Second, ShutdownDelay: 2 * time.Second})
+		return dyn, s.Run(ctx)
+	}
+	rc, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "kubevirt-redfish/" + version
+	return dynamic.NewForConfig(rc)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig, no $KUBECONFIG and not in a cluster: %w", err)
+	}
+	return rc, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+func printDemoBanner(base string) {
+	fmt.Printf(`
+kubevirt-redfish demo: an in-memory cluster with simulated VMs (no cluster needed)
+
+  Redfish service:  %[1]s/redfish/v1
+  Credentials:      admin / password          (all tenants)
+                    tenant-a-admin / password (tenant-a only)
+  Systems:          tenant-a.cp-0  tenant-a.cp-1  tenant-a.cp-2  tenant-b.cp-0
+
+  curl -s -u admin:password %[1]s/redfish/v1/Systems/tenant-a.cp-0
+  curl -s -u admin:password -X POST -H 'Content-Type: application/json' \
+       -d '{"ResetType":"On"}' %[1]s/redfish/v1/Systems/tenant-a.cp-0/Actions/ComputerSystem.Reset
+
+`, base)
+}

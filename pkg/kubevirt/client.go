@@ -1,0 +1,300 @@
+package kubevirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
+)
+
+// Resources kubevirt-redfish reads and writes.
+var (
+	VMResource  = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+	VMIResource = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
+)
+
+// ErrNotFound means the VM does not exist (or is not in a watched namespace).
+var ErrNotFound = errors.New("virtual machine not found")
+
+// ErrBusy means a change kept losing to concurrent writers.
+var ErrBusy = errors.New("the virtual machine kept changing under concurrent updates")
+
+// maxAttempts bounds the optimistic-concurrency retries of one change.
+const maxAttempts = 6
+
+// cacheWait bounds how long a write waits for the informer to show its result, so the next
+// GET (served from the cache) reflects the change.
+const cacheWait = 3 * time.Second
+
+// Client reads VMs and VMIs from informer caches limited to the allowlisted namespaces and
+// writes guarded JSON patches. A GET never reaches the apiserver.
+type Client struct {
+	dyn        dynamic.Interface
+	log        *zap.Logger
+	namespaces map[string]*nsCache
+	queue      workqueue.TypedRateLimitingInterface[string]
+	startOnce  sync.Once
+}
+
+type nsCache struct {
+	vms, vmis cache.SharedIndexInformer
+}
+
+// NewClient prepares informers for the namespaces; Start runs them.
+func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Client {
+	c := &Client{
+		dyn:        dyn,
+		log:        log,
+		namespaces: map[string]*nsCache{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "boot-once"}),
+	}
+	for _, ns := range namespaces {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+		nc := &nsCache{vms: f.ForResource(VMResource).Informer(), vmis: f.ForResource(VMIResource).Informer()}
+		_ = nc.vms.SetTransform(toTyped[virtv1.VirtualMachine])
+		_ = nc.vmis.SetTransform(toTyped[virtv1.VirtualMachineInstance])
+		_, _ = nc.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueue,
+			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		})
+		_, _ = nc.vms.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueue,
+			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		})
+		c.namespaces[ns] = nc
+	}
+	return c
+}
+
+// toTyped converts informer objects to typed KubeVirt objects once, on arrival, so reads pay
+// no conversion, and drops managedFields, which nothing here reads.
+func toTyped[T any, PT interface {
+	*T
+	metav1.Object
+}](obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // tombstones and already converted objects
+	}
+	out := PT(new(T))
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, err
+	}
+	out.SetManagedFields(nil)
+	return out, nil
+}
+
+// Start runs the informers and the boot-once worker until ctx ends. It returns once the
+// caches have synced, or with an error if ctx ends first.
+func (c *Client) Start(ctx context.Context) error {
+	var synced []cache.InformerSynced
+	for _, nc := range c.namespaces {
+		go nc.vms.Run(ctx.Done())
+		go nc.vmis.Run(ctx.Done())
+		synced = append(synced, nc.vms.HasSynced, nc.vmis.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return errors.New("informer caches did not sync")
+	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	go c.runBootOnceWorker(ctx)
+	return nil
+}
+
+// Synced reports whether every informer has synced.
+func (c *Client) Synced() bool {
+	for _, nc := range c.namespaces {
+		if !nc.vms.HasSynced() || !nc.vmis.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns the machine ns/name from the cache.
+func (c *Client) Get(ns, name string) (Machine, bool) {
+	nc := c.namespaces[ns]
+	if nc == nil {
+		return Machine{}, false
+	}
+	obj, ok, _ := nc.vms.GetIndexer().GetByKey(ns + "/" + name)
+	if !ok {
+		return Machine{}, false
+	}
+	m := Machine{VM: obj.(*virtv1.VirtualMachine)}
+	if obj, ok, _ := nc.vmis.GetIndexer().GetByKey(ns + "/" + name); ok {
+		m.VMI = obj.(*virtv1.VirtualMachineInstance)
+	}
+	return m, true
+}
+
+// List returns every cached machine for which keep is true, sorted by id.
+func (c *Client) List(keep func(*virtv1.VirtualMachine) bool) []Machine {
+	var out []Machine
+	for ns, nc := range c.namespaces {
+		for _, obj := range nc.vms.GetIndexer().List() {
+			vm := obj.(*virtv1.VirtualMachine)
+			if !keep(vm) {
+				continue
+			}
+			m, ok := c.Get(ns, vm.Name)
+			if ok {
+				out = append(out, m)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
+
+// Reset carries out a Redfish reset.
+func (c *Client) Reset(ctx context.Context, ns, name string, rt redfish.ResetType) error {
+	var plan PowerPlan
+	var m Machine
+	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+		m, plan = cur, PlanReset(rt, cur.VM, cur.VMI)
+		p := newVMPatch(cur.VM)
+		if plan.RunStrategy != nil {
+			p.setRunStrategy(cur.VM, *plan.RunStrategy)
+		}
+		return p
+	})
+	if err != nil || !plan.DeleteVMI {
+		return err
+	}
+	return c.deleteVMI(ctx, m.VMI, plan.Force)
+}
+
+// SetBoot applies a boot override PATCH.
+func (c *Client) SetBoot(ctx context.Context, ns, name string, req BootRequest) error {
+	return c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+		p := newVMPatch(cur.VM)
+		p.applyBoot(cur.VM, PlanBoot(cur.VM, cur.VMIUID(), req))
+		return p
+	})
+}
+
+// mutate computes a patch from the cached machine and applies it, recomputing on conflict.
+// Reads come from the cache, so a change costs one apiserver write when nobody races it.
+func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine) jsonPatch) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		m, ok := c.Get(ns, name)
+		if !ok {
+			return ErrNotFound
+		}
+		p := plan(m)
+		if !p.Changes() {
+			return nil
+		}
+		out, err := c.dyn.Resource(VMResource).Namespace(ns).Patch(ctx, name, types.JSONPatchType, p.Bytes(), metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool {
+				return vm.ResourceVersion == out.GetResourceVersion() && sameAnnotations(vm, out)
+			})
+			return nil
+		case apierrors.IsConflict(err):
+			// Someone else wrote first: wait for the cache to show their write, then recompute.
+			c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool { return vm.ResourceVersion != m.VM.ResourceVersion })
+		case apierrors.IsNotFound(err):
+			return ErrNotFound
+		default:
+			return err
+		}
+	}
+	return ErrBusy
+}
+
+// sameAnnotations guards the wait for backends that do not bump resourceVersions (the fake
+// clientset of the demo).
+func sameAnnotations(vm *virtv1.VirtualMachine, u *unstructured.Unstructured) bool {
+	want := u.GetAnnotations()
+	if len(want) != len(vm.Annotations) {
+		return false
+	}
+	for k, v := range want {
+		if vm.Annotations[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Client) waitForVM(ctx context.Context, ns, name string, done func(*virtv1.VirtualMachine) bool) {
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, cacheWait, true, func(context.Context) (bool, error) {
+		m, ok := c.Get(ns, name)
+		return !ok || done(m.VM), nil
+	})
+}
+
+// deleteVMI deletes exactly the VMI the plan was made for (UID precondition): if a new one
+// replaced it meanwhile, that one is left alone.
+func (c *Client) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance, force bool) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vmi.UID}}
+	if force {
+		opts.GracePeriodSeconds = new(int64)
+	}
+	err := c.dyn.Resource(VMIResource).Namespace(vmi.Namespace).Delete(ctx, vmi.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting VMI %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, cacheWait, true, func(context.Context) (bool, error) {
+		m, ok := c.Get(vmi.Namespace, vmi.Name)
+		return !ok || m.VMI == nil || m.VMI.UID != vmi.UID || m.VMI.DeletionTimestamp != nil, nil
+	})
+	return nil
+}
+
+func (c *Client) enqueue(obj any) {
+	if o, ok := obj.(metav1.Object); ok {
+		c.queue.Add(o.GetNamespace() + "/" + o.GetName())
+	}
+}
+
+// runBootOnceWorker restores the boot order after a Once override has been booted with: when
+// a VMI with a new UID appears, the override is consumed.
+func (c *Client) runBootOnceWorker(ctx context.Context) {
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+			p := newVMPatch(cur.VM)
+			if change := ConsumeOnce(cur.VM, cur.VMIUID()); change != nil {
+				p.applyBoot(cur.VM, *change)
+			}
+			return p
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+			c.log.Warn("restoring boot order after a one-time override failed", zap.String("vm", key), zap.Error(err))
+			c.queue.AddRateLimited(key)
+		} else {
+			c.queue.Forget(key)
+		}
+		c.queue.Done(key)
+	}
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
+)
+
+// decodeObject parses a request body that must be one JSON object. Numbers stay json.Number
+// so a value can be echoed back in an error exactly as sent.
+func decodeObject(body []byte) (map[string]any, *redfish.Error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, redfish.MalformedJSON()
+	}
+	if dec.More() {
+		return nil, redfish.MalformedJSON()
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, redfish.MalformedJSON()
+	}
+	return obj, nil
+}
+
+// show renders a JSON value for an error message.
+func show(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isAnnotation reports keys a client may echo back from a GET (@odata.id, @odata.etag, ...)
+// and that carry no change.
+func isAnnotation(k string) bool { return strings.HasPrefix(k, "@odata.") }
+
+// systemReadOnly are the ComputerSystem properties a GET shows that a PATCH may not set.
+var systemReadOnly = jsonKeys(redfish.ComputerSystem{})
+
+// bootReadOnly are the Boot properties shown but not writable.
+var bootReadOnly = jsonKeys(redfish.Boot{})
+
+// decodeSystemPatch validates a ComputerSystem PATCH. Every problem is reported at once and
+// nothing is applied unless the whole body is valid.
+func decodeSystemPatch(body []byte) (kubevirt.BootRequest, *redfish.Error) {
+	var req kubevirt.BootRequest
+	obj, rerr := decodeObject(body)
+	if rerr != nil {
+		return req, rerr
+	}
+	var errs []*redfish.Error
+	changes := 0
+	for k, v := range obj {
+		switch {
+		case isAnnotation(k):
+		case k == "Boot":
+			boot, ok := v.(map[string]any)
+			if !ok {
+				errs = append(errs, redfish.PropertyValueTypeError(show(v), "Boot"))
+				continue
+			}
+			n, berrs := decodeBoot(boot, &req)
+			changes += n
+			errs = append(errs, berrs...)
+		case systemReadOnly[k]:
+			errs = append(errs, redfish.PropertyNotWritable(k))
+		default:
+			errs = append(errs, redfish.PropertyUnknown(k))
+		}
+	}
+	if len(errs) > 0 {
+		return req, redfish.Merge(errs)
+	}
+	if changes == 0 {
+		return req, redfish.EmptyJSON()
+	}
+	return req, nil
+}
+
+func decodeBoot(boot map[string]any, req *kubevirt.BootRequest) (int, []*redfish.Error) {
+	var errs []*redfish.Error
+	n := 0
+	for k, v := range boot {
+		path := "Boot/" + k
+		switch k {
+		case "BootSourceOverrideTarget":
+			t, err := enumValue(v, path, redfish.BootTargets)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			req.Target, n = &t, n+1
+		case "BootSourceOverrideEnabled":
+			e, err := enumValue(v, path, redfish.BootEnabledValues)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			req.Enabled, n = &e, n+1
+		case "BootSourceOverrideMode":
+			m, err := enumValue(v, path, redfish.BootModes)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			req.Mode, n = &m, n+1
+		default:
+			if isAnnotation(k) {
+				continue
+			}
+			if bootReadOnly[k] {
+				errs = append(errs, redfish.PropertyNotWritable(path))
+			} else {
+				errs = append(errs, redfish.PropertyUnknown(path))
+			}
+		}
+	}
+	return n, errs
+}
+
+// enumValue checks that v is a string from allowed.
+func enumValue[T ~string](v any, path string, allowed []T) (T, *redfish.Error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", redfish.PropertyValueTypeError(show(v), path)
+	}
+	if !redfish.Contains(allowed, T(s)) {
+		return "", redfish.PropertyValueNotInList(s, path)
+	}
+	return T(s), nil
+}
+
+const resetAction = "ComputerSystem.Reset"
+
+// decodeReset validates a ComputerSystem.Reset body.
+func decodeReset(body []byte) (redfish.ResetType, *redfish.Error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", redfish.ActionParameterMissing(resetAction, "ResetType")
+	}
+	obj, rerr := decodeObject(body)
+	if rerr != nil {
+		return "", rerr
+	}
+	var errs []*redfish.Error
+	var rt redfish.ResetType
+	for k, v := range obj {
+		if k != "ResetType" {
+			errs = append(errs, redfish.ActionParameterUnknown(resetAction, k))
+			continue
+		}
+		s, ok := v.(string)
+		switch {
+		case !ok:
+			errs = append(errs, redfish.ActionParameterValueTypeError(show(v), "ResetType", resetAction))
+		case !redfish.Contains(redfish.ResetTypes, redfish.ResetType(s)):
+			errs = append(errs, redfish.ActionParameterValueNotInList(s, "ResetType", resetAction))
+		default:
+			rt = redfish.ResetType(s)
+		}
+	}
+	if _, ok := obj["ResetType"]; !ok {
+		errs = append(errs, redfish.ActionParameterMissing(resetAction, "ResetType"))
+	}
+	if len(errs) > 0 {
+		return "", redfish.Merge(errs)
+	}
+	return rt, nil
+}
+
+// jsonKeys lists the JSON property names of a struct's fields.
+func jsonKeys(v any) map[string]bool {
+	out := map[string]bool{}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("jsonKeys: %v", err))
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
+)
+
+// serviceNamespace seeds the service root UUID, which must be the same on every replica.
+var serviceNamespace = uuid.MustParse("0c4f5b4e-8a53-4b1c-9d7e-2f64f0a1d3c7")
+
+func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
+}
+
+func (s *Server) serviceRoot(w http.ResponseWriter, r *http.Request) {
+	ns := strings.Join(s.cfg.Load().Namespaces(), ",")
+	writeJSON(w, http.StatusOK, redfish.ServiceRoot{
+		ODataID:        redfish.RootURI,
+		ODataType:      redfish.TypeServiceRoot,
+		Id:             "RootService",
+		Name:           "kubevirt-redfish",
+		RedfishVersion: "1.17.0",
+		UUID:           uuid.NewSHA1(serviceNamespace, []byte(ns)).String(),
+		Vendor:         manufacturer,
+		Product:        "kubevirt-redfish",
+		Systems:        redfish.Link{ODataID: redfish.SystemsURI},
+		Managers:       redfish.Link{ODataID: redfish.ManagersURI},
+		Chassis:        redfish.Link{ODataID: redfish.ChassisURI},
+		SessionService: redfish.Link{ODataID: redfish.SessionServiceURI},
+		Links:          redfish.ServiceRootLinks{Sessions: redfish.Link{ODataID: redfish.SessionsURI}},
+	})
+}
+
+// visible lists the machines the caller may see.
+func (s *Server) visible(r *http.Request) []kubevirt.Machine {
+	u := userOf(r.Context())
+	return s.backend.List(func(vm *virtv1.VirtualMachine) bool { return u.MaySee(vm.Namespace, vm.Name, vm.Labels) })
+}
+
+// machine resolves {id} to a machine the caller may see. Unknown and forbidden systems get the
+// same 404, so ids outside the caller's allowlist cannot be probed.
+func (s *Server) machine(w http.ResponseWriter, r *http.Request, typ string) (kubevirt.Machine, bool) {
+	id := chi.URLParam(r, "id")
+	if ns, name, ok := kubevirt.ParseSystemID(id); ok {
+		m, found := s.backend.Get(ns, name)
+		if found && userOf(r.Context()).MaySee(ns, name, m.VM.Labels) {
+			return m, true
+		}
+	}
+	writeError(w, redfish.ResourceNotFound(typ, id))
+	return kubevirt.Machine{}, false
+}
+
+func (s *Server) collection(w http.ResponseWriter, r *http.Request, uri, typ, name string, member func(string) string) {
+	ms := s.visible(r)
+	uris := make([]string, len(ms))
+	for i, m := range ms {
+		uris[i] = member(m.ID())
+	}
+	writeJSON(w, http.StatusOK, redfish.NewCollection(uri, typ, name, uris))
+}
+
+func (s *Server) systems(w http.ResponseWriter, r *http.Request) {
+	s.collection(w, r, redfish.SystemsURI, redfish.TypeSystemColl, "Computer System Collection", systemURI)
+}
+
+func (s *Server) managers(w http.ResponseWriter, r *http.Request) {
+	s.collection(w, r, redfish.ManagersURI, redfish.TypeManagerColl, "Manager Collection", managerURI)
+}
+
+func (s *Server) chassisCollection(w http.ResponseWriter, r *http.Request) {
+	s.collection(w, r, redfish.ChassisURI, redfish.TypeChassisColl, "Chassis Collection", chassisURI)
+}
+
+func (s *Server) system(w http.ResponseWriter, r *http.Request) {
+	if m, ok := s.machine(w, r, "ComputerSystem"); ok {
+		writeJSON(w, http.StatusOK, systemResource(m))
+	}
+}
+
+func (s *Server) manager(w http.ResponseWriter, r *http.Request) {
+	if m, ok := s.machine(w, r, "Manager"); ok {
+		writeJSON(w, http.StatusOK, managerResource(m))
+	}
+}
+
+func (s *Server) chassis(w http.ResponseWriter, r *http.Request) {
+	if m, ok := s.machine(w, r, "Chassis"); ok {
+		writeJSON(w, http.StatusOK, chassisResource(m))
+	}
+}
+
+// mayWrite answers 403 for roles that may only read.
+func mayWrite(w http.ResponseWriter, r *http.Request) bool {
+	if !userOf(r.Context()).MayWrite() {
+		writeError(w, redfish.InsufficientPrivilege())
+		return false
+	}
+	return true
+}
+
+// ifMatch honours If-Match against the current representation's strong ETag.
+func ifMatch(r *http.Request, current any) bool {
+	want := r.Header.Get("If-Match")
+	if want == "" {
+		return true
+	}
+	tag := etagOf(mustMarshal(current))
+	for _, t := range strings.Split(want, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || t == tag {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.machine(w, r, "ComputerSystem")
+	if !ok || !mayWrite(w, r) {
+		return
+	}
+	if !ifMatch(r, systemResource(m)) {
+		writeError(w, redfish.PreconditionFailed())
+		return
+	}
+	body, rerr := readBody(w, r)
+	if rerr != nil {
+		writeError(w, rerr)
+		return
+	}
+	req, rerr := decodeSystemPatch(body)
+	if rerr != nil {
+		writeError(w, rerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	if err := s.backend.SetBoot(ctx, m.VM.Namespace, m.VM.Name, req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if m, ok = s.machine(w, r, "ComputerSystem"); ok {
+		writeJSON(w, http.StatusOK, systemResource(m))
+	}
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.machine(w, r, "ComputerSystem")
+	if !ok || !mayWrite(w, r) {
+		return
+	}
+	body, rerr := readBody(w, r)
+	if rerr != nil {
+		writeError(w, rerr)
+		return
+	}
+	rt, rerr := decodeReset(body)
+	if rerr != nil {
+		writeError(w, rerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
+	defer cancel()
+	if err := s.backend.Reset(ctx, m.VM.Namespace, m.VM.Name, rt); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	setCommonHeaders(w.Header())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := backendError(err)
+	logError(s.log, r, e, err)
+	writeError(w, e)
+}
+
+func (s *Server) sessionService(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, redfish.SessionService{
+		ODataID:        redfish.SessionServiceURI,
+		ODataType:      redfish.TypeSessionService,
+		Id:             "SessionService",
+		Name:           "Session Service",
+		ServiceEnabled: true,
+		SessionTimeout: 1800,
+		Status:         redfish.Status{State: "Enabled", Health: "OK"},
+		Sessions:       redfish.Link{ODataID: redfish.SessionsURI},
+	})
+}
+
+// sessions lists the caller's sessions. Session login is not offered yet, so clients such as
+// sushy fall back to Basic authentication.
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, redfish.NewCollection(redfish.SessionsURI, redfish.TypeSessionColl, "Session Collection", nil))
+}

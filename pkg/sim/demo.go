@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+)
+
+// ControlPlaneVM returns a VirtualMachine shaped like a virtualized OpenShift control-plane
+// node: pinned MAC and firmware UUID, a root disk, a pod network interface, powered off.
+func ControlPlaneVM(ns, name string, index int) *virtv1.VirtualMachine {
+	halted := virtv1.RunStrategyHalted
+	return &virtv1.VirtualMachine{
+		TypeMeta: metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns,
+			UID:    types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", index+1)),
+			Labels: map[string]string{"cluster": ns, "role": "control-plane"},
+		},
+		Spec: virtv1.VirtualMachineSpec{
+			RunStrategy: &halted,
+			Template: &virtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"cluster": ns, "role": "control-plane"}},
+				Spec: virtv1.VirtualMachineInstanceSpec{
+					Domain: virtv1.DomainSpec{
+						CPU:    &virtv1.CPU{Sockets: 1, Cores: 4, Threads: 1},
+						Memory: &virtv1.Memory{Guest: resource.NewQuantity(16<<30, resource.BinarySI)},
+						Firmware: &virtv1.Firmware{
+							UUID:       types.UID(fmt.Sprintf("5f1e6a3c-0000-4000-9000-%012d", index+1)),
+							Bootloader: &virtv1.Bootloader{EFI: &virtv1.EFI{SecureBoot: new(bool)}},
+						},
+						Devices: virtv1.Devices{
+							Disks: []virtv1.Disk{{Name: "rootdisk", DiskDevice: virtv1.DiskDevice{Disk: &virtv1.DiskTarget{Bus: virtv1.DiskBusVirtio}}}},
+							Interfaces: []virtv1.Interface{{
+								Name:                   "default",
+								MacAddress:             fmt.Sprintf("02:00:00:00:00:%02x", index+1),
+								InterfaceBindingMethod: virtv1.InterfaceBindingMethod{Bridge: &virtv1.InterfaceBridge{}},
+							}},
+						},
+					},
+					Networks: []virtv1.Network{{Name: "default", NetworkSource: virtv1.NetworkSource{Pod: &virtv1.PodNetwork{}}}},
+					Volumes: []virtv1.Volume{{Name: "rootdisk", VolumeSource: virtv1.VolumeSource{
+						ContainerDisk: &virtv1.ContainerDiskSource{Image: "quay.io/containerdisks/fedora:latest"},
+					}}},
+				},
+			},
+		},
+	}
+}
+
+// ToUnstructured converts a typed object through its JSON form, which keeps every number
+// an int64 or float64 as unstructured objects require.
+func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	return u, u.UnmarshalJSON(b)
+}
+
+// DemoNamespaces are the namespaces the demo cluster holds.
+var DemoNamespaces = []string{"tenant-a", "tenant-b"}
+
+// NewDemoCluster returns an in-memory cluster (client-go's fake dynamic client) holding the
+// control-plane VMs tenant-a/cp-0..2 and tenant-b/cp-0, all powered off.
+func NewDemoCluster() (dynamic.Interface, error) {
+	var objs []runtime.Object
+	add := func(vm *virtv1.VirtualMachine) error {
+		u, err := ToUnstructured(vm)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, u)
+		return nil
+	}
+	for i := 0; i < 3; i++ {
+		if err := add(ControlPlaneVM("tenant-a", fmt.Sprintf("cp-%d", i), i)); err != nil {
+			return nil, err
+		}
+	}
+	if err := add(ControlPlaneVM("tenant-b", "cp-0", 10)); err != nil {
+		return nil, err
+	}
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		kubevirt.VMResource:  "VirtualMachineList",
+		kubevirt.VMIResource: "VirtualMachineInstanceList",
+	}, objs...), nil
+}
