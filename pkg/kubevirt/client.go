@@ -37,8 +37,8 @@ var ErrNotFound = errors.New("virtual machine not found")
 // ErrBusy means a change kept losing to concurrent writers.
 var ErrBusy = errors.New("the virtual machine kept changing under concurrent updates")
 
-// maxAttempts bounds the optimistic-concurrency retries of one change.
-const maxAttempts = 6
+// maxAttempts bounds the optimistic-concurrency retries of one change (about 10 s of backoff).
+const maxAttempts = 12
 
 // cacheWait bounds how long a write waits for the informer to show its result, so the next
 // GET (served from the cache) reflects the change.
@@ -196,14 +196,17 @@ func (c *Client) SetBoot(ctx context.Context, ns, name string, req BootRequest) 
 	})
 }
 
-// mutate computes a patch from the cached machine and applies it, recomputing on conflict.
-// Reads come from the cache, so a change costs one apiserver write when nobody races it.
+// mutate computes a patch from the cached machine and applies it. Reads come from the cache,
+// so a change costs one apiserver write when nobody races it. On a conflict (someone else,
+// often virt-controller updating status, wrote first) it re-reads that one VM from the
+// apiserver, recomputes and retries with a jittered backoff.
 func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine) jsonPatch) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		m, ok := c.Get(ns, name)
-		if !ok {
-			return ErrNotFound
-		}
+	m, ok := c.Get(ns, name)
+	if !ok {
+		return ErrNotFound
+	}
+	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Jitter: 1, Steps: maxAttempts}
+	for {
 		p := plan(m)
 		if !p.Changes() {
 			return nil
@@ -215,16 +218,39 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 				return vm.ResourceVersion == out.GetResourceVersion() && sameAnnotations(vm, out)
 			})
 			return nil
-		case apierrors.IsConflict(err):
-			// Someone else wrote first: wait for the cache to show their write, then recompute.
-			c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool { return vm.ResourceVersion != m.VM.ResourceVersion })
 		case apierrors.IsNotFound(err):
 			return ErrNotFound
-		default:
+		case !apierrors.IsConflict(err):
+			return err
+		}
+		if backoff.Steps <= 1 {
+			return ErrBusy
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+		if m.VM, err = c.fetchVM(ctx, ns, name); err != nil {
 			return err
 		}
 	}
-	return ErrBusy
+}
+
+// fetchVM reads one VM from the apiserver, for conflict retries only.
+func (c *Client) fetchVM(ctx context.Context, ns, name string) (*virtv1.VirtualMachine, error) {
+	u, err := c.dyn.Resource(VMResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	vm, err := toTyped[virtv1.VirtualMachine](u)
+	if err != nil {
+		return nil, err
+	}
+	return vm.(*virtv1.VirtualMachine), nil
 }
 
 // sameAnnotations guards the wait for backends that do not bump resourceVersions (the fake
