@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -30,6 +33,30 @@ type File struct {
 	LogLevel  string      `yaml:"logLevel"`
 	Allowlist []EntryFile `yaml:"allowlist"`
 	Users     []UserFile  `yaml:"users"`
+	Media     MediaFile   `yaml:"media"`
+}
+
+// MediaFile says how InsertMedia imports images: where they may come from and the storage of
+// the DataVolumes, globally and per namespace.
+type MediaFile struct {
+	StorageFile `yaml:",inline"`
+	// AllowedHosts limits image URLs to these host names ("*.example.com" matches
+	// subdomains) and CIDRs; empty allows any host.
+	AllowedHosts []string               `yaml:"allowedHosts"`
+	Namespaces   map[string]StorageFile `yaml:"namespaces"`
+}
+
+// StorageFile is the storage of imported images. Empty fields inherit.
+type StorageFile struct {
+	// Size of each image volume; empty means the image's Content-Length plus room for CDI's
+	// filesystem overhead.
+	Size         string   `yaml:"size"`
+	StorageClass string   `yaml:"storageClass"`
+	AccessModes  []string `yaml:"accessModes"`
+	VolumeMode   string   `yaml:"volumeMode"`
+	// CAConfigMap names a ConfigMap (in the VM's namespace) with the CA bundle CDI uses for
+	// HTTPS images.
+	CAConfigMap string `yaml:"caConfigMap"`
 }
 
 // TLSFile names the serving certificate. Both empty means plain HTTP.
@@ -64,6 +91,32 @@ type Config struct {
 	LogLevel  string
 	Allowlist []*Entry
 	Users     map[string]*User
+	Media     Media
+}
+
+// Media is the compiled media configuration.
+type Media struct {
+	Default      Storage
+	Namespaces   map[string]Storage
+	AllowedHosts []string
+	AllowedNets  []*net.IPNet
+}
+
+// Storage is compiled StorageFile.
+type Storage struct {
+	Size         *resource.Quantity
+	StorageClass string
+	AccessModes  []corev1.PersistentVolumeAccessMode
+	VolumeMode   *corev1.PersistentVolumeMode
+	CAConfigMap  string
+}
+
+// StorageFor returns the media storage of a namespace.
+func (m Media) StorageFor(ns string) Storage {
+	if s, ok := m.Namespaces[ns]; ok {
+		return s
+	}
+	return m.Default
 }
 
 // Entry is a compiled allowlist entry.
@@ -227,10 +280,73 @@ func (f *File) Compile() (*Config, error) {
 	if len(f.Users) == 0 {
 		bad("users", "must define at least one user")
 	}
+	c.Media, errs = compileMedia(f.Media, errs)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("config is invalid:\n  %w", joinLines(errs))
 	}
 	return c, nil
+}
+
+func compileMedia(mf MediaFile, errs []error) (Media, []error) {
+	m := Media{Namespaces: map[string]Storage{}}
+	m.Default, errs = compileStorage("media", mf.StorageFile, Storage{}, errs)
+	for ns, sf := range mf.Namespaces {
+		m.Namespaces[ns], errs = compileStorage("media.namespaces."+ns, sf, m.Default, errs)
+	}
+	for i, h := range mf.AllowedHosts {
+		if strings.Contains(h, "/") {
+			_, n, err := net.ParseCIDR(h)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("media.allowedHosts[%d]: %q is not a CIDR", i, h))
+				continue
+			}
+			m.AllowedNets = append(m.AllowedNets, n)
+			continue
+		}
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			errs = append(errs, fmt.Errorf("media.allowedHosts[%d]: %q is not a host name or CIDR", i, h))
+			continue
+		}
+		m.AllowedHosts = append(m.AllowedHosts, strings.ToLower(h))
+	}
+	return m, errs
+}
+
+func compileStorage(key string, sf StorageFile, base Storage, errs []error) (Storage, []error) {
+	s := base
+	if sf.Size != "" {
+		q, err := resource.ParseQuantity(sf.Size)
+		if err != nil || q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("%s.size: %q is not a positive quantity such as 8Gi", key, sf.Size))
+		} else {
+			s.Size = &q
+		}
+	}
+	if sf.StorageClass != "" {
+		s.StorageClass = sf.StorageClass
+	}
+	if len(sf.AccessModes) > 0 {
+		s.AccessModes = nil
+		for i, a := range sf.AccessModes {
+			switch mode := corev1.PersistentVolumeAccessMode(a); mode {
+			case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
+				s.AccessModes = append(s.AccessModes, mode)
+			default:
+				errs = append(errs, fmt.Errorf("%s.accessModes[%d]: %q is not an access mode", key, i, a))
+			}
+		}
+	}
+	switch mode := corev1.PersistentVolumeMode(sf.VolumeMode); mode {
+	case "":
+	case corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeBlock:
+		s.VolumeMode = &mode
+	default:
+		errs = append(errs, fmt.Errorf("%s.volumeMode: %q must be Filesystem or Block", key, sf.VolumeMode))
+	}
+	if sf.CAConfigMap != "" {
+		s.CAConfigMap = sf.CAConfigMap
+	}
+	return s, errs
 }
 
 func compileUser(key string, uf UserFile, entries map[string]*Entry) (*User, []error) {

@@ -2,6 +2,7 @@ package kubevirt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	virtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 )
@@ -55,7 +57,7 @@ type Client struct {
 }
 
 type nsCache struct {
-	vms, vmis cache.SharedIndexInformer
+	vms, vmis, dvs cache.SharedIndexInformer
 }
 
 // NewClient prepares informers for the namespaces; Start runs them.
@@ -69,9 +71,14 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 	}
 	for _, ns := range namespaces {
 		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
-		nc := &nsCache{vms: f.ForResource(VMResource).Informer(), vmis: f.ForResource(VMIResource).Informer()}
+		nc := &nsCache{
+			vms:  f.ForResource(VMResource).Informer(),
+			vmis: f.ForResource(VMIResource).Informer(),
+			dvs:  f.ForResource(DataVolumeResource).Informer(),
+		}
 		_ = nc.vms.SetTransform(toTyped[virtv1.VirtualMachine])
 		_ = nc.vmis.SetTransform(toTyped[virtv1.VirtualMachineInstance])
+		_ = nc.dvs.SetTransform(toTyped[cdiv1.DataVolume])
 		_, _ = nc.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
@@ -110,7 +117,8 @@ func (c *Client) Start(ctx context.Context) error {
 	for _, nc := range c.namespaces {
 		go nc.vms.Run(ctx.Done())
 		go nc.vmis.Run(ctx.Done())
-		synced = append(synced, nc.vms.HasSynced, nc.vmis.HasSynced)
+		go nc.dvs.Run(ctx.Done())
+		synced = append(synced, nc.vms.HasSynced, nc.vmis.HasSynced, nc.dvs.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("informer caches did not sync")
@@ -126,7 +134,7 @@ func (c *Client) Start(ctx context.Context) error {
 // Synced reports whether every informer has synced.
 func (c *Client) Synced() bool {
 	for _, nc := range c.namespaces {
-		if !nc.vms.HasSynced() || !nc.vmis.HasSynced() {
+		if !nc.vms.HasSynced() || !nc.vmis.HasSynced() || !nc.dvs.HasSynced() {
 			return false
 		}
 	}
@@ -323,4 +331,15 @@ func (c *Client) runBootOnceWorker(ctx context.Context) {
 		}
 		c.queue.Done(key)
 	}
+}
+
+// ToUnstructured converts a typed object through its JSON form, which keeps every number an
+// int64 or float64 as unstructured objects require.
+func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	return u, u.UnmarshalJSON(b)
 }

@@ -39,6 +39,11 @@ func (p *jsonPatch) add(path string, v any) {
 }
 func (p *jsonPatch) remove(path string) { *p = append(*p, patchOp{Op: "remove", Path: path}) }
 
+// replace swaps an existing member; on arrays "add" would insert instead.
+func (p *jsonPatch) replace(path string, v any) {
+	*p = append(*p, patchOp{Op: "replace", Path: path, Value: v})
+}
+
 // escape encodes a JSON pointer token.
 func escape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")

@@ -267,3 +267,29 @@ func RequestRejected(reason string) *Error {
 	e.Messages[0].Resolution = "Correct the virtual machine or the request and resubmit it."
 	return e
 }
+
+// TaskEventRegistry is the DMTF Task Event message registry version our task messages name.
+const TaskEventRegistry = "TaskEvent.1.0.3"
+
+// TaskMessage is the task's state as a TaskEvent message, with detail appended.
+func TaskMessage(state, taskID, detail string) Message {
+	d := msgDef{"TaskStarted", "The task with Id '%1' has started.", "OK", "None."}
+	switch state {
+	case "Completed":
+		d = msgDef{"TaskCompletedOK", "The task with Id '%1' has completed.", "OK", "None."}
+	case "Exception":
+		d = msgDef{"TaskAborted", "The task with Id '%1' has been aborted.", "Critical", "None."}
+	}
+	m := d.with([]string{taskID})
+	m.MessageID = TaskEventRegistry + "." + d.id
+	if detail != "" {
+		m.Message += " " + detail
+	}
+	return m
+}
+
+// ActionParameterValueConflict: two parameters of an action contradict each other.
+func ActionParameterValueConflict(action, param, other string) *Error {
+	return newErr(http.StatusBadRequest, msgDef{"ActionParameterValueConflict", "The parameters %1 and %2 in the action %3 are in conflict.", "Warning",
+		"Correct one of the parameters and resubmit the request."}, []string{param, other, action}, Pointer(param), Pointer(other))
+}

@@ -74,6 +74,7 @@ type ServiceRoot struct {
 	Managers         Link             `json:"Managers"`
 	Chassis          Link             `json:"Chassis"`
 	SessionService   Link             `json:"SessionService"`
+	Tasks            Link             `json:"Tasks"`
 	Links            ServiceRootLinks `json:"Links"`
 	ProtocolFeatures ProtocolFeatures `json:"ProtocolFeaturesSupported"`
 }
@@ -118,6 +119,7 @@ type ComputerSystem struct {
 	ProcessorSummary ProcessorSummary `json:"ProcessorSummary"`
 	MemorySummary    MemorySummary    `json:"MemorySummary"`
 	Boot             Boot             `json:"Boot"`
+	VirtualMedia     Link             `json:"VirtualMedia"`
 	Links            SystemLinks      `json:"Links"`
 	Actions          SystemActions    `json:"Actions"`
 }
@@ -178,6 +180,7 @@ type Manager struct {
 	UUID            string       `json:"UUID,omitempty"`
 	PowerState      PowerState   `json:"PowerState"`
 	Status          Status       `json:"Status"`
+	VirtualMedia    Link         `json:"VirtualMedia"`
 	Links           ManagerLinks `json:"Links"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
@@ -188,4 +189,94 @@ func jsonKeys(v any) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+const (
+	insertAction = "VirtualMedia.InsertMedia"
+	ejectAction  = "VirtualMedia.EjectMedia"
+)
+
+// decodeInsertMedia validates an InsertMedia body. Image is required; the other parameters
+// Ironic may send are checked and accepted: a CD is always read-only and always inserted.
+func decodeInsertMedia(body []byte) (kubevirt.MediaRequest, *redfish.Error) {
+	var req kubevirt.MediaRequest
+	if len(bytes.TrimSpace(body)) == 0 {
+		return req, redfish.ActionParameterMissing(insertAction, "Image")
+	}
+	obj, rerr := decodeObject(body)
+	if rerr != nil {
+		return req, rerr
+	}
+	var errs []*redfish.Error
+	str := func(k string, v any) (string, bool) {
+		s, ok := v.(string)
+		if !ok {
+			errs = append(errs, redfish.ActionParameterValueTypeError(show(v), k, insertAction))
+		}
+		return s, ok
+	}
+	for k, v := range obj {
+		switch k {
+		case "Image":
+			if s, ok := str(k, v); ok {
+				if err := checkImageURL(s); err != nil {
+					errs = append(errs, err)
+				}
+				req.Image = s
+			}
+		case "UserName":
+			req.UserName, _ = str(k, v)
+		case "Password":
+			req.Password, _ = str(k, v)
+		case "TransferProtocolType":
+			if s, ok := str(k, v); ok && s != "HTTP" && s != "HTTPS" {
+				errs = append(errs, redfish.ActionParameterValueNotInList(s, k, insertAction))
+			}
+		case "TransferMethod":
+			if s, ok := str(k, v); ok && s != "Stream" && s != "Upload" {
+				errs = append(errs, redfish.ActionParameterValueNotInList(s, k, insertAction))
+			}
+		case "Inserted", "WriteProtected":
+			if _, ok := v.(bool); !ok {
+				errs = append(errs, redfish.ActionParameterValueTypeError(show(v), k, insertAction))
+			}
+		default:
+			errs = append(errs, redfish.ActionParameterUnknown(insertAction, k))
+		}
+	}
+	if _, ok := obj["Image"]; !ok {
+		errs = append(errs, redfish.ActionParameterMissing(insertAction, "Image"))
+	}
+	if (req.UserName == "") != (req.Password == "") && len(errs) == 0 {
+		errs = append(errs, redfish.ActionParameterMissing(insertAction, map[bool]string{true: "Password", false: "UserName"}[req.Password == ""]))
+	}
+	if len(errs) > 0 {
+		return kubevirt.MediaRequest{}, redfish.Merge(errs)
+	}
+	if p, ok := obj["TransferProtocolType"].(string); ok && !strings.EqualFold(p, schemeOf(req.Image)) {
+		return kubevirt.MediaRequest{}, redfish.ActionParameterValueConflict(insertAction, "TransferProtocolType", "Image")
+	}
+	return req, nil
+}
+
+// checkImageURL accepts absolute http and https URLs without embedded credentials (those go
+// in UserName and Password, which are kept out of logs and GETs).
+func checkImageURL(s string) *redfish.Error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		return redfish.ActionParameterValueFormatError(s, "Image", insertAction)
+	}
+	if u.User != nil {
+		e := redfish.ActionParameterValueFormatError(u.Redacted(), "Image", insertAction)
+		e.Messages[0].Message += " Pass credentials in UserName and Password, not in the URL."
+		return e
+	}
+	return nil
+}
+
+func schemeOf(image string) string {
+	if i := strings.Index(image, ":"); i > 0 {
+		return image[:i]
+	}
+	return ""
 }

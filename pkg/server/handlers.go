@@ -35,6 +35,7 @@ func (s *Server) serviceRoot(w http.ResponseWriter, r *http.Request) {
 		Managers:       redfish.Link{ODataID: redfish.ManagersURI},
 		Chassis:        redfish.Link{ODataID: redfish.ChassisURI},
 		SessionService: redfish.Link{ODataID: redfish.SessionServiceURI},
+		Tasks:          redfish.Link{ODataID: redfish.TaskServiceURI},
 		Links:          redfish.ServiceRootLinks{Sessions: redfish.Link{ODataID: redfish.SessionsURI}},
 	})
 }
@@ -174,8 +175,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	setCommonHeaders(w.Header())
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w)
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {

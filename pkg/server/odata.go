@@ -19,6 +19,11 @@ var schemaRefs = []struct{ file, ns string }{
 	{"Chassis_v1.xml", strings.Split(redfish.TypeChassis, ".")[1]},
 	{"SessionService_v1.xml", strings.Split(redfish.TypeSessionService, ".")[1]},
 	{"SessionCollection_v1.xml", ""},
+	{"VirtualMediaCollection_v1.xml", ""},
+	{"VirtualMedia_v1.xml", strings.Split(redfish.TypeVirtualMedia, ".")[1]},
+	{"TaskService_v1.xml", strings.Split(redfish.TypeTaskService, ".")[1]},
+	{"TaskCollection_v1.xml", ""},
+	{"Task_v1.xml", strings.Split(redfish.TypeTask, ".")[1]},
 	{"Message_v1.xml", "v1_1_2"},
 	{"Resource_v1.xml", ""},
 }
@@ -69,6 +74,7 @@ func (s *Server) odataService(w http.ResponseWriter, r *http.Request) {
 		{"Chassis", "Singleton", redfish.ChassisURI},
 		{"SessionService", "Singleton", redfish.SessionServiceURI},
 		{"Sessions", "Singleton", redfish.SessionsURI},
+		{"TaskService", "Singleton", redfish.TaskServiceURI},
 	}})
 }
 

@@ -47,7 +47,8 @@ func systemResource(m kubevirt.Machine) redfish.ComputerSystem {
 			BootSourceOverrideMode:           f.Boot.Mode,
 			BootSourceOverrideModeAllowed:    redfish.BootModes,
 		},
-		Links: redfish.SystemLinks{ManagedBy: redfish.Links(managerURI(id)), Chassis: redfish.Links(chassisURI(id))},
+		VirtualMedia: redfish.Link{ODataID: mediaCollURI(id)},
+		Links:        redfish.SystemLinks{ManagedBy: redfish.Links(managerURI(id)), Chassis: redfish.Links(chassisURI(id))},
 		Actions: redfish.SystemActions{Reset: redfish.ResetAction{
 			Target:           uri + "/Actions/ComputerSystem.Reset",
 			ResetTypeAllowed: redfish.ResetTypes,
@@ -70,6 +71,7 @@ func managerResource(m kubevirt.Machine) redfish.Manager {
 		FirmwareVersion: firmwareVersion,
 		PowerState:      redfish.PowerOn,
 		Status:          redfish.Status{State: "Enabled", Health: "OK"},
+		VirtualMedia:    redfish.Link{ODataID: managerURI(id) + "/VirtualMedia"},
 		Links: redfish.ManagerLinks{
 			ManagerForServers: redfish.Links(systemURI(id)),
 			ManagerForChassis: redfish.Links(chassisURI(id)),

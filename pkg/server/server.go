@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	virtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
@@ -32,6 +33,10 @@ type Backend interface {
 	List(keep func(*virtv1.VirtualMachine) bool) []kubevirt.Machine
 	Reset(ctx context.Context, ns, name string, rt redfish.ResetType) error
 	SetBoot(ctx context.Context, ns, name string, req kubevirt.BootRequest) error
+	InsertMedia(ctx context.Context, ns, name string, req kubevirt.MediaRequest) error
+	EjectMedia(ctx context.Context, ns, name string) error
+	DataVolume(ns, name string) (*cdiv1.DataVolume, bool)
+	MediaDataVolumes() []*cdiv1.DataVolume
 	Synced() bool
 }
 
@@ -77,14 +82,21 @@ func (s *Server) routes() chi.Router {
 		{pattern: "/redfish/v1/Systems", methods: get(s.systems)},
 		{pattern: "/redfish/v1/Systems/{id}", methods: map[string]http.HandlerFunc{
 			http.MethodGet: s.system, http.MethodPatch: s.patchSystem}},
-		{pattern: "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", methods: map[string]http.HandlerFunc{
-			http.MethodPost: s.reset}},
+		{pattern: "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", methods: post(s.reset)},
+		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia", methods: get(s.mediaCollection)},
+		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}", methods: get(s.media)},
+		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}/Actions/VirtualMedia.InsertMedia", methods: post(s.insertMedia)},
+		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}/Actions/VirtualMedia.EjectMedia", methods: post(s.ejectMedia)},
 		{pattern: "/redfish/v1/Managers", methods: get(s.managers)},
 		{pattern: "/redfish/v1/Managers/{id}", methods: get(s.manager)},
+		{pattern: "/redfish/v1/Managers/{id}/VirtualMedia", methods: get(s.mediaCollection)},
 		{pattern: "/redfish/v1/Chassis", methods: get(s.chassisCollection)},
 		{pattern: "/redfish/v1/Chassis/{id}", methods: get(s.chassis)},
 		{pattern: "/redfish/v1/SessionService", methods: get(s.sessionService)},
 		{pattern: "/redfish/v1/SessionService/Sessions", methods: get(s.sessions)},
+		{pattern: "/redfish/v1/TaskService", methods: get(s.taskService)},
+		{pattern: "/redfish/v1/TaskService/Tasks", methods: get(s.tasks)},
+		{pattern: "/redfish/v1/TaskService/Tasks/{id}", methods: get(s.task)},
 	}
 	for _, rt := range table {
 		r.Handle(rt.pattern, s.dispatch(rt))
@@ -97,6 +109,10 @@ func (s *Server) routes() chi.Router {
 
 func get(h http.HandlerFunc) map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{http.MethodGet: h}
+}
+
+func post(h http.HandlerFunc) map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{http.MethodPost: h}
 }
 
 // dispatch authenticates, answers HEAD like GET without a body, and turns a method the

@@ -1,12 +1,10 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,42 +57,35 @@ func ControlPlaneVM(ns, name string, index int) *virtv1.VirtualMachine {
 	}
 }
 
-// ToUnstructured converts a typed object through its JSON form, which keeps every number
-// an int64 or float64 as unstructured objects require.
-func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{}
-	return u, u.UnmarshalJSON(b)
-}
+// ToUnstructured converts a typed object for the dynamic client.
+var ToUnstructured = kubevirt.ToUnstructured
 
 // DemoNamespaces are the namespaces the demo cluster holds.
 var DemoNamespaces = []string{"tenant-a", "tenant-b"}
 
+// DemoVMs are the VMs of the demo: tenant-a/cp-0..2 and tenant-b/cp-0, all powered off.
+func DemoVMs() []*virtv1.VirtualMachine {
+	vms := make([]*virtv1.VirtualMachine, 0, 4)
+	for i := 0; i < 3; i++ {
+		vms = append(vms, ControlPlaneVM("tenant-a", fmt.Sprintf("cp-%d", i), i))
+	}
+	return append(vms, ControlPlaneVM("tenant-b", "cp-0", 10))
+}
+
 // NewDemoCluster returns an in-memory cluster (client-go's fake dynamic client) holding the
-// control-plane VMs tenant-a/cp-0..2 and tenant-b/cp-0, all powered off.
+// DemoVMs.
 func NewDemoCluster() (dynamic.Interface, error) {
 	var objs []runtime.Object
-	add := func(vm *virtv1.VirtualMachine) error {
+	for _, vm := range DemoVMs() {
 		u, err := ToUnstructured(vm)
 		if err != nil {
-			return err
-		}
-		objs = append(objs, u)
-		return nil
-	}
-	for i := 0; i < 3; i++ {
-		if err := add(ControlPlaneVM("tenant-a", fmt.Sprintf("cp-%d", i), i)); err != nil {
 			return nil, err
 		}
-	}
-	if err := add(ControlPlaneVM("tenant-b", "cp-0", 10)); err != nil {
-		return nil, err
+		objs = append(objs, u)
 	}
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		kubevirt.VMResource:  "VirtualMachineList",
-		kubevirt.VMIResource: "VirtualMachineInstanceList",
+		kubevirt.VMResource:         "VirtualMachineList",
+		kubevirt.VMIResource:        "VirtualMachineInstanceList",
+		kubevirt.DataVolumeResource: "DataVolumeList",
 	}, objs...), nil
 }
