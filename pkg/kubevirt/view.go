@@ -41,7 +41,8 @@ type Facts struct {
 	Boot         BootSettings
 }
 
-// firmwareNamespace derives a stable UUID for VMs without a firmware UUID, from the VM's UID.
+// firmwareNamespace is the namespace KubeVirt derives a VM's firmware UUID from (a SHA-1
+// UUID of the VM name) when the spec sets none: the UUID the guest's SMBIOS shows.
 var firmwareNamespace = uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
 
 // FactsOf derives the facts of a machine.
@@ -68,7 +69,7 @@ func FactsOf(m Machine) Facts {
 }
 
 // firmwareUUID is the SMBIOS UUID the guest sees: the VM's firmware UUID, else the one the VMI
-// was started with, else one derived from the VM's UID so it never changes.
+// was started with, else the one KubeVirt derives from the VM name.
 func firmwareUUID(m Machine, domain virtv1.DomainSpec) string {
 	if fw := domain.Firmware; fw != nil && fw.UUID != "" {
 		return string(fw.UUID)
@@ -76,7 +77,7 @@ func firmwareUUID(m Machine, domain virtv1.DomainSpec) string {
 	if m.VMI != nil && m.VMI.Spec.Domain.Firmware != nil && m.VMI.Spec.Domain.Firmware.UUID != "" {
 		return string(m.VMI.Spec.Domain.Firmware.UUID)
 	}
-	return uuid.NewSHA1(firmwareNamespace, []byte(m.VM.UID)).String()
+	return uuid.NewSHA1(firmwareNamespace, []byte(m.VM.Name)).String()
 }
 
 // cpuTopology returns sockets, total cores and total threads. Without a topology KubeVirt

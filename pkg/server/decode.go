@@ -3,8 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"io"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
@@ -20,7 +21,8 @@ func decodeObject(body []byte) (map[string]any, *redfish.Error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, redfish.MalformedJSON()
 	}
-	if dec.More() {
+	// Nothing may follow the object: not another value, not a stray bracket.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, redfish.MalformedJSON()
 	}
 	obj, ok := v.(map[string]any)
@@ -176,17 +178,15 @@ func decodeReset(body []byte) (redfish.ResetType, *redfish.Error) {
 	return rt, nil
 }
 
-// jsonKeys lists the JSON property names of a struct's fields.
+// jsonKeys lists the JSON property names of a struct's fields, omitempty ones included.
 func jsonKeys(v any) map[string]bool {
 	out := map[string]bool{}
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("jsonKeys: %v", err))
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	for k := range m {
-		out[k] = true
+	t := reflect.TypeOf(v)
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
 	}
 	return out
 }
