@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 )
@@ -76,7 +77,9 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
 	client := kubevirt.NewClient(dyn, cfg.Namespaces(), log)
+	client.UseMetrics(m)
 	started := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -85,7 +88,7 @@ func run(o options) error {
 
 	srv := &http.Server{
 		Addr:              cfg.Listen,
-		Handler:           server.New(cfg, client, log),
+		Handler:           server.New(cfg, client, log, server.WithMetrics(m)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,6 +23,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 )
 
@@ -53,7 +53,7 @@ type Client struct {
 	log        *zap.Logger
 	namespaces map[string]*nsCache
 	queue      workqueue.TypedRateLimitingInterface[string]
-	startOnce  sync.Once
+	metrics    *metrics.Metrics
 }
 
 type nsCache struct {
@@ -65,6 +65,7 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 	c := &Client{
 		dyn:        dyn,
 		log:        log,
+		metrics:    metrics.New(),
 		namespaces: map[string]*nsCache{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "boot-once"}),
@@ -79,6 +80,7 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 		_ = nc.vms.SetTransform(toTyped[virtv1.VirtualMachine])
 		_ = nc.vmis.SetTransform(toTyped[virtv1.VirtualMachineInstance])
 		_ = nc.dvs.SetTransform(toTyped[cdiv1.DataVolume])
+		_, _ = nc.dvs.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.observeImport})
 		_, _ = nc.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
@@ -109,6 +111,9 @@ func toTyped[T any, PT interface {
 	out.SetManagedFields(nil)
 	return out, nil
 }
+
+// UseMetrics records apiserver errors and import durations into m (before Start).
+func (c *Client) UseMetrics(m *metrics.Metrics) { c.metrics = m }
 
 // Start runs the informers and the boot-once worker until ctx ends. It returns once the
 // caches have synced, or with an error if ctx ends first.
@@ -220,6 +225,7 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 			return nil
 		}
 		out, err := c.dyn.Resource(VMResource).Namespace(ns).Patch(ctx, name, types.JSONPatchType, p.Bytes(), metav1.PatchOptions{})
+		c.apiError("patch_vm", err)
 		switch {
 		case err == nil:
 			c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool {
@@ -290,7 +296,7 @@ func (c *Client) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	if force {
 		opts.GracePeriodSeconds = new(int64)
 	}
-	err := c.dyn.Resource(VMIResource).Namespace(vmi.Namespace).Delete(ctx, vmi.Name, opts)
+	err := c.apiError("delete_vmi", c.dyn.Resource(VMIResource).Namespace(vmi.Namespace).Delete(ctx, vmi.Name, opts))
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting VMI %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
@@ -299,6 +305,23 @@ func (c *Client) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 		return !ok || m.VMI == nil || m.VMI.UID != vmi.UID || m.VMI.DeletionTimestamp != nil, nil
 	})
 	return nil
+}
+
+// observeImport records how long a VM's media took to become ready.
+func (c *Client) observeImport(oldObj, newObj any) {
+	old, okOld := oldObj.(*cdiv1.DataVolume)
+	dv, okNew := newObj.(*cdiv1.DataVolume)
+	if okOld && okNew && dv.Labels[MediaLabel] == "cd" && old.Status.Phase != cdiv1.Succeeded && dv.Status.Phase == cdiv1.Succeeded {
+		c.metrics.ImportDuration.Observe(time.Since(dv.CreationTimestamp.Time).Seconds())
+	}
+}
+
+// apiError counts a failed apiserver request.
+func (c *Client) apiError(op string, err error) error {
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+		c.metrics.APIErrors.WithLabelValues(op).Inc()
+	}
+	return err
 }
 
 func (c *Client) enqueue(obj any) {
@@ -342,4 +365,14 @@ func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
 	}
 	u := &unstructured.Unstructured{}
 	return u, u.UnmarshalJSON(b)
+}
+
+// Ping checks that the apiserver answers, with the cheapest request the RBAC allows: a
+// one-item list of VMs in a watched namespace.
+func (c *Client) Ping(ctx context.Context) error {
+	for ns := range c.namespaces {
+		_, err := c.dyn.Resource(VMResource).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	}
+	return nil
 }

@@ -134,6 +134,7 @@ func (c *Client) create(ctx context.Context, res schema.GroupVersionResource, ns
 		return err
 	}
 	_, err = c.dyn.Resource(res).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	c.apiError("create_"+res.Resource, err)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %s %s/%s: %w", res.Resource, ns, u.GetName(), err)
 	}
@@ -142,7 +143,7 @@ func (c *Client) create(ctx context.Context, res schema.GroupVersionResource, ns
 
 func (c *Client) deleteDataVolume(ctx context.Context, ns, name string) error {
 	bg := metav1.DeletePropagationBackground
-	err := c.dyn.Resource(DataVolumeResource).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	err := c.apiError("delete_datavolumes", c.dyn.Resource(DataVolumeResource).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting DataVolume %s/%s: %w", ns, name, err)
 	}

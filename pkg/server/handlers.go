@@ -10,6 +10,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 )
 
@@ -145,7 +146,9 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	if err := s.backend.SetBoot(ctx, m.VM.Namespace, m.VM.Name, req); err != nil {
+	err := s.backend.SetBoot(ctx, m.VM.Namespace, m.VM.Name, req)
+	s.countAction("Boot", err)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -171,11 +174,22 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	if err := s.backend.Reset(ctx, m.VM.Namespace, m.VM.Name, rt); err != nil {
+	err := s.backend.Reset(ctx, m.VM.Namespace, m.VM.Name, rt)
+	s.countAction("Reset."+string(rt), err)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	noContent(w)
+}
+
+// countAction records an action's outcome; the action names are a fixed set.
+func (s *Server) countAction(action string, err error) {
+	status := http.StatusOK
+	if err != nil {
+		status = backendError(err).Status
+	}
+	s.metrics.Actions.WithLabelValues(action, metrics.Result(status)).Inc()
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -122,7 +122,9 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
 	req.Storage = storageFor(ctx, s.cfg.Load().Media.StorageFor(m.VM.Namespace), req)
-	if err := s.backend.InsertMedia(ctx, m.VM.Namespace, m.VM.Name, req); err != nil {
+	err := s.backend.InsertMedia(ctx, m.VM.Namespace, m.VM.Name, req)
+	s.countAction("InsertMedia", err)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -151,7 +153,9 @@ func (s *Server) ejectMedia(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	if err := s.backend.EjectMedia(ctx, m.VM.Namespace, m.VM.Name); err != nil {
+	err := s.backend.EjectMedia(ctx, m.VM.Namespace, m.VM.Name)
+	s.countAction("EjectMedia", err)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 )
 
@@ -33,6 +34,7 @@ type Backend interface {
 	List(keep func(*virtv1.VirtualMachine) bool) []kubevirt.Machine
 	Reset(ctx context.Context, ns, name string, rt redfish.ResetType) error
 	SetBoot(ctx context.Context, ns, name string, req kubevirt.BootRequest) error
+	Ping(ctx context.Context) error
 	InsertMedia(ctx context.Context, ns, name string, req kubevirt.MediaRequest) error
 	EjectMedia(ctx context.Context, ns, name string) error
 	DataVolume(ns, name string) (*cdiv1.DataVolume, bool)
@@ -50,11 +52,22 @@ type Server struct {
 	cfg     atomic.Pointer[config.Config]
 	basic   *basicAuth
 	router  chi.Router
+	metrics *metrics.Metrics
+	ping    pinger
 }
 
+// Option adjusts a Server.
+type Option func(*Server)
+
+// WithMetrics records into m (by default the server keeps its own registry).
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
+
 // New builds a server for cfg over backend.
-func New(cfg *config.Config, backend Backend, log *zap.Logger) *Server {
-	s := &Server{backend: backend, log: log}
+func New(cfg *config.Config, backend Backend, log *zap.Logger, opts ...Option) *Server {
+	s := &Server{backend: backend, log: log, metrics: metrics.New()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.cfg.Store(cfg)
 	s.basic = newBasicAuth(func() map[string]*config.User { return s.cfg.Load().Users })
 	s.router = s.routes()
@@ -73,7 +86,10 @@ type route struct {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.recoverer, middleware.StripSlashes)
+	r.Use(middleware.RequestID, s.observe, s.recoverer, middleware.StripSlashes)
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", s.metricsHandler())
 	table := []route{
 		{pattern: "/redfish", public: true, methods: get(s.versions)},
 		{pattern: "/redfish/v1", public: true, methods: get(s.serviceRoot)},
@@ -136,6 +152,7 @@ func (s *Server) dispatch(rt route) http.Handler {
 				return
 			}
 			r = r.WithContext(withUser(r.Context(), u))
+			noteUser(r.Context(), u.Username)
 		}
 		method := r.Method
 		if method == http.MethodHead {

@@ -1,0 +1,73 @@
+// Package metrics holds the Prometheus collectors of kubevirt-redfish. Labels are bounded:
+// routes are chi templates ("/redfish/v1/Systems/{id}"), never raw ids.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the collectors, registered on their own registry.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	Requests        *prometheus.CounterVec
+	RequestDuration *prometheus.HistogramVec
+	Actions         *prometheus.CounterVec
+	APIErrors       *prometheus.CounterVec
+	InformersSynced prometheus.Gauge
+	AuthFailures    *prometheus.CounterVec
+	ActiveSessions  prometheus.Gauge
+	ImportsRunning  prometheus.Gauge
+	ImportDuration  prometheus.Histogram
+}
+
+// New creates and registers the collectors, plus the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubevirt_redfish_http_requests_total", Help: "HTTP requests by route template, method and status code.",
+		}, []string{"route", "method", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubevirt_redfish_http_request_duration_seconds", Help: "HTTP request latency by route template and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+		Actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubevirt_redfish_actions_total", Help: "Redfish actions (reset types, boot changes, media insert/eject) by result.",
+		}, []string{"action", "result"}),
+		APIErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubevirt_redfish_apiserver_errors_total", Help: "Failed Kubernetes API requests by operation.",
+		}, []string{"operation"}),
+		InformersSynced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubevirt_redfish_informers_synced", Help: "1 when every informer cache has synced.",
+		}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubevirt_redfish_auth_failures_total", Help: "Rejected authentications by method (basic, session, login).",
+		}, []string{"method"}),
+		ActiveSessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubevirt_redfish_sessions_active", Help: "Redfish sessions currently valid.",
+		}),
+		ImportsRunning: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubevirt_redfish_media_imports_in_progress", Help: "Virtual media imports not finished yet.",
+		}),
+		ImportDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubevirt_redfish_media_import_duration_seconds", Help: "Time from InsertMedia to a ready volume.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+	}
+	m.Registry.MustRegister(m.Requests, m.RequestDuration, m.Actions, m.APIErrors, m.InformersSynced,
+		m.AuthFailures, m.ActiveSessions, m.ImportsRunning, m.ImportDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Result labels an action outcome by HTTP status class.
+func Result(status int) string {
+	switch {
+	case status < 400:
+		return "success"
+	case status < 500:
+		return "client_error"
+	}
+	return "server_error"
+}
