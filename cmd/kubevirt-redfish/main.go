@@ -33,11 +33,12 @@ var version = "dev"
 const shutdownGrace = 20 * time.Second
 
 type options struct {
-	configPath string
-	kubeconfig string
-	listen     string
-	logLevel   string
-	demo       bool
+	configPath  string
+	kubeconfig  string
+	listen      string
+	logLevel    string
+	demo        bool
+	leaderElect bool
 }
 
 func main() {
@@ -47,6 +48,7 @@ func main() {
 	flag.StringVar(&o.listen, "listen", "", "listen address, overriding the configuration")
 	flag.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error, overriding the configuration")
 	flag.BoolVar(&o.demo, "demo", false, "serve an in-memory demo cluster with simulated VMs (no cluster needed)")
+	flag.BoolVar(&o.leaderElect, "leader-elect", true, "run background loops only on the replica holding the Lease "+leaseName+" in $POD_NAMESPACE")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -73,7 +75,7 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	dyn, err := clusterClient(ctx, o)
+	dyn, rc, err := clusterClient(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -85,6 +87,15 @@ func run(o options) error {
 		return err
 	}
 	log.Info("informer caches synced", zap.Strings("namespaces", cfg.Namespaces()), zap.Duration("took", time.Since(started)))
+	if rc == nil || !o.leaderElect {
+		go client.RunBackground(ctx)
+	} else {
+		go func() {
+			if err := runLeaderElected(ctx, rc, podNamespace(), log, client.RunBackground); err != nil {
+				log.Error("leader election", zap.Error(err))
+			}
+		}()
+	}
 
 	srv := &http.Server{
 		Addr:              cfg.Listen,
@@ -170,23 +181,24 @@ func demoConfig() (*config.Config, error) {
 }
 
 // clusterClient connects to the cluster: --kubeconfig, then $KUBECONFIG, then in-cluster. In
-// demo mode it builds the in-memory cluster and starts the simulator on it.
-func clusterClient(ctx context.Context, o options) (dynamic.Interface, error) {
+// demo mode it builds the in-memory cluster (no rest.Config) and starts the simulator on it.
+func clusterClient(ctx context.Context, o options) (dynamic.Interface, *rest.Config, error) {
 	if o.demo {
 		dyn, err := sim.NewDemoCluster()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s := sim.New(dyn, sim.Options{BootDelay: 2 * time.Second, ShutdownDelay: 2 * time.Second})
-		return dyn, s.Run(ctx)
+		return dyn, nil, s.Run(ctx)
 	}
 	rc, err := restConfig(o.kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kubevirt-redfish/" + version
-	return dynamic.NewForConfig(rc)
+	dyn, err := dynamic.NewForConfig(rc)
+	return dyn, rc, err
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

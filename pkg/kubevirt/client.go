@@ -115,8 +115,9 @@ func toTyped[T any, PT interface {
 // UseMetrics records apiserver errors and import durations into m (before Start).
 func (c *Client) UseMetrics(m *metrics.Metrics) { c.metrics = m }
 
-// Start runs the informers and the boot-once worker until ctx ends. It returns once the
-// caches have synced, or with an error if ctx ends first.
+// Start runs the informers until ctx ends. It returns once the caches have synced, or with an
+// error if ctx ends first. Background reconciliation runs separately (RunBackground), so that
+// with several replicas only the leader does it.
 func (c *Client) Start(ctx context.Context) error {
 	var synced []cache.InformerSynced
 	for _, nc := range c.namespaces {
@@ -128,12 +129,18 @@ func (c *Client) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("informer caches did not sync")
 	}
+	return nil
+}
+
+// RunBackground restores boot orders after one-time overrides until ctx ends. Every change
+// it makes is guarded like a request's, so two replicas running it at once would still be
+// safe, only wasteful.
+func (c *Client) RunBackground(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	go c.runBootOnceWorker(ctx)
-	return nil
+	c.runBootOnceWorker(ctx)
 }
 
 // Synced reports whether every informer has synced.

@@ -1,0 +1,130 @@
+// Package stack runs kubevirt-redfish in-process over HTTP against a real kube-apiserver and
+// etcd (test/testenv) with the real KubeVirt CRDs, the simulator playing virt-controller. The
+// integration and client tests share it.
+package stack
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/bcrypt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
+)
+
+// Users of the stack's configuration; every one has Password.
+const (
+	Admin       = "admin"          // all tenants
+	TenantAdmin = "tenant-a-admin" // tenant-a only
+	Reader      = "reader"         // ReadOnly, all tenants
+	Password    = "password"
+)
+
+// Options tune a stack.
+type Options struct {
+	Sim sim.Options
+}
+
+// Stack is a running kubevirt-redfish over a real apiserver.
+type Stack struct {
+	Env *testenv.Env
+	Dyn dynamic.Interface
+	Sim *sim.Simulator
+	// URL is the base URL of the first server (no /redfish/v1).
+	URL string
+	cfg *config.Config
+	ctx context.Context
+}
+
+// Start brings up the apiserver, the demo VMs (tenant-a/cp-0..2, tenant-b/cp-0, all off), the
+// simulator and one server. Everything stops when the test ends.
+func Start(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	env := testenv.StartForTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range sim.DemoNamespaces {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, vm := range sim.DemoVMs() {
+		u, err := sim.ToUnstructured(vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(kubevirt.VMResource).Namespace(vm.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating VM %s/%s: %v", vm.Namespace, vm.Name, err)
+		}
+	}
+	if opts.Sim.BootDelay == 0 {
+		opts.Sim.BootDelay = 300 * time.Millisecond
+	}
+	if opts.Sim.ShutdownDelay == 0 {
+		opts.Sim.ShutdownDelay = 300 * time.Millisecond
+	}
+	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: Config(t), ctx: ctx}
+	if err := s.Sim.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.URL = s.AddServer(t)
+	return s
+}
+
+// AddServer starts one more server replica over the same cluster and returns its base URL.
+func (s *Stack) AddServer(t testing.TB) string {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(s.Env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	client := kubevirt.NewClient(dyn, s.cfg.Namespaces(), log)
+	if err := client.Start(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	go client.RunBackground(s.ctx)
+	srv := httptest.NewServer(server.New(s.cfg, client, log))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Config is the configuration the stack serves: the demo tenants and three users.
+func Config(t testing.TB) *config.Config {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(Password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := config.File{
+		Listen: "127.0.0.1:0",
+		Allowlist: []config.EntryFile{
+			{Name: "tenant-a", Namespace: "tenant-a"},
+			{Name: "tenant-b", Namespace: "tenant-b"},
+		},
+		Users: []config.UserFile{
+			{Username: Admin, PasswordHash: string(hash), Allow: []string{"*"}},
+			{Username: TenantAdmin, PasswordHash: string(hash), Allow: []string{"tenant-a"}},
+			{Username: Reader, Role: config.RoleReadOnly, PasswordHash: string(hash), Allow: []string{"*"}},
+		},
+	}
+	cfg, err := f.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
