@@ -3,9 +3,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,10 +22,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/credentials"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/tlsconfig"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -39,9 +44,15 @@ type options struct {
 	logLevel    string
 	demo        bool
 	leaderElect bool
+	namespace   string
+	// insecureHTTP overrides tls.insecureHTTP when the flag is given.
+	insecureHTTP *bool
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "preflight" {
+		os.Exit(runPreflight(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var o options
 	flag.StringVar(&o.configPath, "config", "", "path of the YAML configuration file")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then in-cluster)")
@@ -49,8 +60,15 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error, overriding the configuration")
 	flag.BoolVar(&o.demo, "demo", false, "serve an in-memory demo cluster with simulated VMs (no cluster needed)")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "run background loops only on the replica holding the Lease "+leaseName+" in $POD_NAMESPACE")
+	flag.StringVar(&o.namespace, "namespace", podNamespace(), "the server's own namespace, where sessions, the leader Lease and passwordSecret Secrets live (default: $POD_NAMESPACE, then the service account's namespace, then kubevirt-redfish)")
+	insecure := flag.Bool("insecure-http", false, "serve plain HTTP instead of HTTPS, overriding tls.insecureHTTP (the demo defaults to true)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "insecure-http" {
+			o.insecureHTTP = insecure
+		}
+	})
 	if *showVersion {
 		fmt.Println(version)
 		return
@@ -91,15 +109,31 @@ func run(o options) error {
 		go client.RunBackground(ctx)
 	} else {
 		go func() {
-			if err := runLeaderElected(ctx, rc, podNamespace(), log, client.RunBackground); err != nil {
+			if err := runLeaderElected(ctx, rc, o.namespace, log, client.RunBackground); err != nil {
 				log.Error("leader election", zap.Error(err))
 			}
 		}()
 	}
 
+	store := sessions.New(dyn, sessions.Options{Namespace: o.namespace, Timeout: cfg.Sessions.Timeout,
+		MaxLifetime: cfg.Sessions.MaxLifetime, MaxPerUser: cfg.Sessions.MaxPerUser, Log: log})
+	if err := store.Start(ctx); err != nil {
+		return err
+	}
+	handler := server.New(cfg, client, log, server.WithMetrics(m), server.WithSessions(store))
+	creds := credentials.New(cfg, credentials.Options{Namespace: o.namespace, Dyn: dyn, Apply: handler.SetConfig, Log: log})
+	if err := creds.Start(ctx); err != nil {
+		return err
+	}
+	tlsConfig, err := serving(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+
 	srv := &http.Server{
 		Addr:              cfg.Listen,
-		Handler:           server.New(cfg, client, log, server.WithMetrics(m)),
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -108,14 +142,14 @@ func run(o options) error {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		if cfg.TLS.CertFile != "" {
-			errc <- srv.ListenAndServeTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if tlsConfig != nil {
+			errc <- srv.ListenAndServeTLS("", "")
 		} else {
 			errc <- srv.ListenAndServe()
 		}
 	}()
 	scheme := "http"
-	if cfg.TLS.CertFile != "" {
+	if tlsConfig != nil {
 		scheme = "https"
 	}
 	log.Info("serving Redfish", zap.String("url", scheme+"://"+cfg.Listen+"/redfish/v1"), zap.String("version", version))
@@ -156,6 +190,12 @@ func loadConfig(o options) (*config.Config, error) {
 	if o.logLevel != "" {
 		cfg.LogLevel = o.logLevel
 	}
+	if o.insecureHTTP != nil {
+		cfg.TLS.InsecureHTTP = *o.insecureHTTP
+		if !cfg.TLS.InsecureHTTP && o.demo {
+			cfg.TLS.SelfSignedNames = append(cfg.TLS.SelfSignedNames, "127.0.0.1")
+		}
+	}
 	return cfg, nil
 }
 
@@ -168,6 +208,9 @@ func demoConfig() (*config.Config, error) {
 	}
 	f := config.File{
 		Listen: "127.0.0.1:8000",
+		// make run serves plain HTTP; --insecure-http=false serves HTTPS with a self-signed
+		// certificate.
+		TLS: config.TLSFile{InsecureHTTP: true},
 		Allowlist: []config.EntryFile{
 			{Name: "tenant-a", Namespace: "tenant-a"},
 			{Name: "tenant-b", Namespace: "tenant-b"},
@@ -239,4 +282,33 @@ kubevirt-redfish demo: an in-memory cluster with simulated VMs (no cluster neede
        -d '{"ResetType":"On"}' %[1]s/redfish/v1/Systems/tenant-a.cp-0/Actions/ComputerSystem.Reset
 
 `, base)
+}
+
+// serving returns the TLS configuration of the listener, or nil for plain HTTP (only when
+// tls.insecureHTTP says so). The certificate files are re-read every reloadInterval; without
+// them a self-signed certificate is generated.
+func serving(ctx context.Context, cfg *config.Config, log *zap.Logger) (*tls.Config, error) {
+	if cfg.TLS.InsecureHTTP {
+		log.Warn("serving plain HTTP (tls.insecureHTTP): credentials cross the network in clear unless a proxy terminates TLS in front")
+		return nil, nil
+	}
+	if cfg.TLS.CertFile != "" {
+		src, err := tlsconfig.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile, log)
+		if err != nil {
+			return nil, err
+		}
+		go src.Watch(ctx, cfg.ReloadInterval)
+		return tlsconfig.ServerConfig(src), nil
+	}
+	names := cfg.TLS.SelfSignedNames
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && host != "" && host != "0.0.0.0" && host != "::" {
+		names = append(names, host)
+	}
+	src, err := tlsconfig.SelfSigned(names)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("no tls.certFile configured: serving a self-signed certificate generated at start; clients must skip verification or trust it, and it changes at every restart",
+		zap.Strings("names", src.Certificate().Leaf.DNSNames), zap.Time("notAfter", src.Certificate().Leaf.NotAfter))
+	return tlsconfig.ServerConfig(src), nil
 }
