@@ -10,29 +10,51 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/credentials"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 // Users of the stack's configuration; every one has Password.
 const (
-	Admin       = "admin"          // all tenants
-	TenantAdmin = "tenant-a-admin" // tenant-a only
-	Reader      = "reader"         // ReadOnly, all tenants
-	Password    = "password"
+	Admin        = "admin"          // all tenants
+	TenantAdmin  = "tenant-a-admin" // tenant-a only
+	Reader       = "reader"         // ReadOnly, all tenants
+	TenantBAdmin = "tenant-b-admin" // tenant-b only: it holds one system, tenant-b.cp-0
+	Password     = "password"
 )
+
+// Namespace is the servers' own namespace: sessions and passwordSecret Secrets live there.
+const Namespace = "kubevirt-redfish"
 
 // Options tune a stack.
 type Options struct {
 	Sim sim.Options
+	// Config replaces the default configuration (Config).
+	Config *config.Config
+}
+
+// Replica is one running server of the stack.
+type Replica struct {
+	// URL is the base URL (no /redfish/v1).
+	URL string
+	// Server serves URL; Sessions is its session store; Credentials its password reloader.
+	Server      *server.Server
+	Sessions    *sessions.Store
+	Credentials *credentials.Reloader
+	// Logs holds everything the replica logged at info level and above.
+	Logs *observer.ObservedLogs
 }
 
 // Stack is a running kubevirt-redfish over a real apiserver.
@@ -42,8 +64,10 @@ type Stack struct {
 	Sim *sim.Simulator
 	// URL is the base URL of the first server (no /redfish/v1).
 	URL string
-	cfg *config.Config
-	ctx context.Context
+	// First is the first server.
+	First *Replica
+	cfg   *config.Config
+	ctx   context.Context
 }
 
 // Start brings up the apiserver, the demo VMs (tenant-a/cp-0..2, tenant-b/cp-0, all off), the
@@ -57,7 +81,7 @@ func Start(t testing.TB, opts Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range sim.DemoNamespaces {
+	for _, ns := range append([]string{Namespace}, sim.DemoNamespaces...) {
 		if err := env.CreateNamespace(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -77,30 +101,53 @@ func Start(t testing.TB, opts Options) *Stack {
 	if opts.Sim.ShutdownDelay == 0 {
 		opts.Sim.ShutdownDelay = 300 * time.Millisecond
 	}
-	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: Config(t), ctx: ctx}
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = Config(t)
+	}
+	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: cfg, ctx: ctx}
 	if err := s.Sim.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.URL = s.AddServer(t)
+	s.First = s.AddReplica(t)
+	s.URL = s.First.URL
 	return s
 }
 
 // AddServer starts one more server replica over the same cluster and returns its base URL.
 func (s *Stack) AddServer(t testing.TB) string {
 	t.Helper()
+	return s.AddReplica(t).URL
+}
+
+// AddReplica starts one more server replica over the same cluster: its own informers, session
+// store and credential reloader, as a separate pod would have.
+func (s *Stack) AddReplica(t testing.TB) *Replica {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(s.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), core))
 	client := kubevirt.NewClient(dyn, s.cfg.Namespaces(), log)
 	if err := client.Start(s.ctx); err != nil {
 		t.Fatal(err)
 	}
 	go client.RunBackground(s.ctx)
-	srv := httptest.NewServer(server.New(s.cfg, client, log))
+	store := sessions.New(dyn, sessions.Options{Namespace: Namespace, Timeout: s.cfg.Sessions.Timeout,
+		MaxLifetime: s.cfg.Sessions.MaxLifetime, MaxPerUser: s.cfg.Sessions.MaxPerUser, Log: log})
+	if err := store.Start(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	handler := server.New(s.cfg, client, log, server.WithSessions(store))
+	creds := credentials.New(s.cfg, credentials.Options{Namespace: Namespace, Dyn: dyn, Apply: handler.SetConfig, Log: log})
+	if err := creds.Start(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return &Replica{URL: srv.URL, Server: handler, Sessions: store, Credentials: creds, Logs: logs}
 }
 
 // Config is the configuration the stack serves: the demo tenants and three users.
@@ -120,6 +167,7 @@ func Config(t testing.TB) *config.Config {
 			{Username: Admin, PasswordHash: string(hash), Allow: []string{"*"}},
 			{Username: TenantAdmin, PasswordHash: string(hash), Allow: []string{"tenant-a"}},
 			{Username: Reader, Role: config.RoleReadOnly, PasswordHash: string(hash), Allow: []string{"*"}},
+			{Username: TenantBAdmin, PasswordHash: string(hash), Allow: []string{"tenant-b"}},
 		},
 	}
 	cfg, err := f.Compile()
