@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -216,6 +218,45 @@ func (c *Client) SetBoot(ctx context.Context, ns, name string, req BootRequest) 
 	})
 }
 
+// Settings is a validated change of a machine's settings, applied as one guarded patch; nil
+// fields are left alone.
+type Settings struct {
+	Boot         *BootRequest
+	SecureBoot   *bool
+	IndicatorLED *redfish.IndicatorLED
+}
+
+// ErrSecureBootNeedsUEFI refuses turning UEFI Secure Boot on for a VM that boots with BIOS.
+var ErrSecureBootNeedsUEFI = errors.New("UEFI Secure Boot needs the UEFI boot mode")
+
+// SetSettings applies settings: a boot override, UEFI Secure Boot (with the SMM feature it
+// needs) and the indicator LED. Secure Boot changes apply at the next start of the VM.
+func (c *Client) SetSettings(ctx context.Context, ns, name string, s Settings) error {
+	refused := false
+	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+		p := newVMPatch(cur.VM)
+		uefi := FirmwareMode(cur.VM) == redfish.BootUEFI
+		refused = s.SecureBoot != nil && *s.SecureBoot && !uefi
+		if refused {
+			return p
+		}
+		if s.Boot != nil {
+			p.applyBoot(cur.VM, PlanBoot(cur.VM, cur.VMIUID(), *s.Boot))
+		}
+		if s.SecureBoot != nil && uefi {
+			p.setSecureBoot(cur.VM, *s.SecureBoot)
+		}
+		if s.IndicatorLED != nil {
+			p.setIndicatorLED(cur.VM, *s.IndicatorLED)
+		}
+		return p
+	})
+	if err == nil && refused {
+		return ErrSecureBootNeedsUEFI
+	}
+	return err
+}
+
 // mutate computes a patch from the cached machine and applies it. Reads come from the cache,
 // so a change costs one apiserver write when nobody races it. On a conflict (someone else,
 // often virt-controller updating status, wrote first) it re-reads that one VM from the
@@ -235,9 +276,9 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 		c.apiError("patch_vm", err)
 		switch {
 		case err == nil:
-			c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool {
-				return vm.ResourceVersion == out.GetResourceVersion() && sameAnnotations(vm, out)
-			})
+			if written, err := toTyped[virtv1.VirtualMachine](out); err == nil {
+				c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool { return showsWrite(vm, written.(*virtv1.VirtualMachine)) })
+			}
 			return nil
 		case apierrors.IsNotFound(err):
 			return ErrNotFound
@@ -274,19 +315,18 @@ func (c *Client) fetchVM(ctx context.Context, ns, name string) (*virtv1.VirtualM
 	return vm.(*virtv1.VirtualMachine), nil
 }
 
-// sameAnnotations guards the wait for backends that do not bump resourceVersions (the fake
-// clientset of the demo).
-func sameAnnotations(vm *virtv1.VirtualMachine, u *unstructured.Unstructured) bool {
-	want := u.GetAnnotations()
-	if len(want) != len(vm.Annotations) {
-		return false
+// showsWrite reports whether the cached VM reflects a write that produced written: it is at a
+// newer resourceVersion, or at the same one with the same content. Comparing content as well
+// covers backends that do not bump resourceVersions (the fake clientset of the demo).
+func showsWrite(cached, written *virtv1.VirtualMachine) bool {
+	have, err1 := strconv.ParseUint(cached.ResourceVersion, 10, 64)
+	want, err2 := strconv.ParseUint(written.ResourceVersion, 10, 64)
+	if err1 == nil && err2 == nil && have > want {
+		return true
 	}
-	for k, v := range want {
-		if vm.Annotations[k] != v {
-			return false
-		}
-	}
-	return true
+	return cached.ResourceVersion == written.ResourceVersion &&
+		equality.Semantic.DeepEqual(cached.Spec, written.Spec) &&
+		equality.Semantic.DeepEqual(cached.Annotations, written.Annotations)
 }
 
 func (c *Client) waitForVM(ctx context.Context, ns, name string, done func(*virtv1.VirtualMachine) bool) {

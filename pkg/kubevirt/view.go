@@ -81,15 +81,16 @@ func firmwareUUID(m Machine, domain virtv1.DomainSpec) string {
 }
 
 // cpuTopology returns sockets, total cores and total threads. Without a topology KubeVirt
-// gives the guest one socket with as many cores as the CPU request or limit rounds up to.
+// (virt-api's SetDefaultGuestCPUTopology, virt-launcher's topology) gives the guest as many
+// sockets of one core and one thread as the CPU limit, else the request, rounds up to.
 func cpuTopology(d virtv1.DomainSpec) (sockets, cores, threads int) {
 	sockets, perSocket, perCore := 1, 1, 1
 	if c := d.CPU; c != nil && (c.Sockets > 0 || c.Cores > 0 || c.Threads > 0) {
 		sockets, perSocket, perCore = atLeastOne(c.Sockets), atLeastOne(c.Cores), atLeastOne(c.Threads)
 	} else if q, ok := cpuQuantity(d.Resources); ok {
-		perSocket = int(math.Ceil(float64(q.MilliValue()) / 1000))
-		if perSocket < 1 {
-			perSocket = 1
+		sockets = int(math.Ceil(float64(q.MilliValue()) / 1000))
+		if sockets < 1 {
+			sockets = 1
 		}
 	}
 	return sockets, sockets * perSocket, sockets * perSocket * perCore
