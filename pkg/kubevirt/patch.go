@@ -49,13 +49,23 @@ func escape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// setAnnotation adds or replaces one annotation.
+// setAnnotation adds or replaces one annotation. A VM without annotations first gets the map
+// (once per patch: a second whole-map add would drop the first annotation).
 func (p *jsonPatch) setAnnotation(vm *virtv1.VirtualMachine, key, value string) {
-	if vm.Annotations == nil {
-		p.add("/metadata/annotations", map[string]string{key: value})
-		return
+	if len(vm.Annotations) == 0 && !p.has("/metadata/annotations") {
+		p.add("/metadata/annotations", map[string]string{})
 	}
 	p.add("/metadata/annotations/"+escape(key), value)
+}
+
+// has reports whether the patch already writes path.
+func (p jsonPatch) has(path string) bool {
+	for _, op := range p {
+		if op.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // setRunStrategy sets spec.runStrategy, dropping the deprecated spec.running that may not
@@ -118,4 +128,33 @@ func (p *jsonPatch) applyBoot(vm *virtv1.VirtualMachine, c BootChange) {
 func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
+}
+
+// setSecureBoot turns UEFI Secure Boot on or off for the next boot of a VM that boots with
+// EFI (the caller checks). KubeVirt refuses secure boot without the SMM feature, so turning it
+// on enables SMM as well; turning it off leaves SMM as it is, since SMM alone is harmless and
+// may be wanted for other reasons.
+func (p *jsonPatch) setSecureBoot(vm *virtv1.VirtualMachine, enable bool) {
+	d := vm.Spec.Template.Spec.Domain
+	if SecureBootEnabled(d) != enable {
+		p.add(domainPath+"/firmware/bootloader/efi/secureBoot", enable)
+	}
+	if !enable {
+		return
+	}
+	switch {
+	case d.Features == nil:
+		p.add(domainPath+"/features", map[string]any{"smm": map[string]any{"enabled": true}})
+	case d.Features.SMM == nil:
+		p.add(domainPath+"/features/smm", map[string]any{"enabled": true})
+	case d.Features.SMM.Enabled != nil && !*d.Features.SMM.Enabled:
+		p.add(domainPath+"/features/smm/enabled", true)
+	}
+}
+
+// setIndicatorLED stores the indicator LED state in its annotation.
+func (p *jsonPatch) setIndicatorLED(vm *virtv1.VirtualMachine, led redfish.IndicatorLED) {
+	if IndicatorLEDOf(vm) != led {
+		p.setAnnotation(vm, IndicatorAnnotation, string(led))
+	}
 }

@@ -57,8 +57,8 @@ func TestSetAnnotation(t *testing.T) {
 		ann  map[string]string
 		want string
 	}{
-		{"nil annotations map: add the whole map", nil,
-			`[{"op":"add","path":"/metadata/annotations","value":{"redfish.kubevirt.io/boot":"v"}}]`},
+		{"nil annotations map: add an empty map, then the key", nil,
+			`[{"op":"add","path":"/metadata/annotations","value":{}},{"op":"add","path":"/metadata/annotations/redfish.kubevirt.io~1boot","value":"v"}]`},
 		{"existing annotations: add one key, escaped", map[string]string{"other": "x"},
 			`[{"op":"add","path":"/metadata/annotations/redfish.kubevirt.io~1boot","value":"v"}]`},
 		{"existing key: add replaces it", map[string]string{BootAnnotation: "old"},
@@ -228,12 +228,13 @@ func TestApplyBootFirstOverridePatch(t *testing.T) {
 	p := newVMPatch(vm)
 	p.applyBoot(vm, c)
 	got := ops(t, p)
-	require.Len(t, got, 5)
+	require.Len(t, got, 6)
 	assert.Equal(t, "/metadata/resourceVersion", got[0]["path"])
 	assert.Equal(t, map[string]any{"op": "add", "path": "/spec/template/spec/domain/devices/disks/0/bootOrder", "value": float64(2)}, got[1])
 	assert.Equal(t, map[string]any{"op": "add", "path": "/spec/template/spec/domain/devices/disks/1/bootOrder", "value": float64(1)}, got[2])
-	assert.Equal(t, "/metadata/annotations", got[3]["path"], "no annotations yet: the whole map is added")
-	assert.Equal(t, "/spec/template/spec/domain/firmware", got[4]["path"])
+	assert.Equal(t, "/metadata/annotations", got[3]["path"], "no annotations yet: the map is added first")
+	assert.Equal(t, "/metadata/annotations/redfish.kubevirt.io~1boot", got[4]["path"])
+	assert.Equal(t, "/spec/template/spec/domain/firmware", got[5]["path"])
 }
 
 func TestPatchKeepsUnknownFields(t *testing.T) {

@@ -41,9 +41,9 @@ func show(v any) string {
 	return string(b)
 }
 
-// isAnnotation reports keys a client may echo back from a GET (@odata.id, @odata.etag, ...)
-// and that carry no change.
-func isAnnotation(k string) bool { return strings.HasPrefix(k, "@odata.") }
+// isAnnotation reports keys a client may echo back from a GET (@odata.id, @odata.etag,
+// Prop@Redfish.AllowableValues, ...) and that carry no change.
+func isAnnotation(k string) bool { return strings.Contains(k, "@") }
 
 // systemReadOnly are the ComputerSystem properties a GET shows that a PATCH may not set.
 var systemReadOnly = jsonKeys(redfish.ComputerSystem{})
@@ -155,6 +155,9 @@ func decodeReset(body []byte) (redfish.ResetType, *redfish.Error) {
 	var errs []*redfish.Error
 	var rt redfish.ResetType
 	for k, v := range obj {
+		if isAnnotation(k) {
+			continue
+		}
 		if k != "ResetType" {
 			errs = append(errs, redfish.ActionParameterUnknown(resetAction, k))
 			continue
@@ -211,7 +214,11 @@ func decodeInsertMedia(body []byte) (kubevirt.MediaRequest, *redfish.Error) {
 	str := func(k string, v any) (string, bool) {
 		s, ok := v.(string)
 		if !ok {
-			errs = append(errs, redfish.ActionParameterValueTypeError(show(v), k, insertAction))
+			shown := show(v)
+			if k == "UserName" || k == "Password" {
+				shown = redfish.Redacted // image credentials never appear in errors
+			}
+			errs = append(errs, redfish.ActionParameterValueTypeError(shown, k, insertAction))
 		}
 		return s, ok
 	}
