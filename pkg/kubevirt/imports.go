@@ -69,13 +69,23 @@ func orNA(p cdiv1.DataVolumePhase) cdiv1.DataVolumePhase {
 	return p
 }
 
+// failureReasons are the condition reasons with which CDI reports a failing import or clone:
+// download and TLS errors, a truncated or oversized image, missing credentials, a bad claim.
+var failureReasons = map[string]bool{
+	"Error": true, "ImagePullFailed": true, "CreateContainerConfigError": true, "ErrClaimNotValid": true,
+}
+
 func importFailure(dv *cdiv1.DataVolume) (string, bool) {
 	if dv.Status.Phase == cdiv1.Failed {
 		return "The image import failed: " + conditionMessage(dv, cdiv1.DataVolumeRunning), true
 	}
 	for _, c := range dv.Status.Conditions {
-		if c.Type == cdiv1.DataVolumeRunning && c.Status == corev1.ConditionFalse && c.Reason == "Error" {
-			return "The image import failed: " + c.Message, true
+		if c.Status == corev1.ConditionFalse && failureReasons[c.Reason] {
+			msg := c.Message
+			if msg == "" {
+				msg = c.Reason
+			}
+			return "The image import failed: " + msg, true
 		}
 	}
 	return "", false

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -220,14 +219,12 @@ func imageRefused(image, why string) *redfish.Error {
 	return e
 }
 
-// overhead leaves room for CDI's filesystem overhead and rounding: 10% plus 256 MiB.
-func withOverhead(n int64) int64 { return int64(math.Ceil(float64(n)*1.1)) + 256<<20 }
-
 // defaultImageSize is used when the image server does not tell the size.
 var defaultImageSize = resource.MustParse("10Gi")
 
 // storageFor picks the import volume's storage: the configured size, else the image's
-// Content-Length (from a HEAD request) plus overhead.
+// Content-Length (from a HEAD request) rounded up to MiB. CDI adds its filesystem overhead to
+// the PVC request itself (spec.storage), so the usable size is what we ask for.
 func storageFor(ctx context.Context, st config.Storage, req kubevirt.MediaRequest) kubevirt.Storage {
 	out := kubevirt.Storage{StorageClass: st.StorageClass, AccessModes: st.AccessModes, VolumeMode: st.VolumeMode, CertConfigMap: st.CAConfigMap, Size: defaultImageSize}
 	if st.Size != nil {
@@ -235,8 +232,7 @@ func storageFor(ctx context.Context, st config.Storage, req kubevirt.MediaReques
 		return out
 	}
 	if n := contentLength(ctx, req); n > 0 {
-		// Round up to whole MiB so the PVC request reads cleanly.
-		mib := (withOverhead(n) + 1<<20 - 1) >> 20
+		mib := (n + 1<<20 - 1) >> 20
 		out.Size = *resource.NewQuantity(mib<<20, resource.BinarySI)
 	}
 	return out

@@ -87,5 +87,8 @@ func NewDemoCluster() (dynamic.Interface, error) {
 		kubevirt.VMResource:         "VirtualMachineList",
 		kubevirt.VMIResource:        "VirtualMachineInstanceList",
 		kubevirt.DataVolumeResource: "DataVolumeList",
+		PVCResource:                 "PersistentVolumeClaimList",
+		SecretResource:              "SecretList",
+		ConfigMapResource:           "ConfigMapList",
 	}, objs...), nil
 }

@@ -38,6 +38,8 @@ type Options struct {
 	BootDelay time.Duration
 	// ShutdownDelay is how long a guest takes to shut down when asked to stop gracefully.
 	ShutdownDelay time.Duration
+	// CDI tunes the CDI importer and garbage collector simulation (cdi.go, gc.go).
+	CDI CDIOptions
 }
 
 // Simulator plays virt-controller for every VM it can see.
@@ -50,8 +52,17 @@ type Simulator struct {
 	mu sync.Mutex
 	// stopping records when a graceful stop of a VMI (by UID) began.
 	stopping map[types.UID]time.Time
+	// booting records when the simulator first saw each live VMI (the boot delay counts from
+	// there: creation timestamps have only second precision); placed records the node of every
+	// VMI it started, so a VMI is started once and concurrent boots spread over the nodes even
+	// before the cache shows them.
+	booting map[types.UID]time.Time
+	placed  map[types.UID]string
 	// vmiStatusSub caches whether the VMI CRD has a status subresource.
 	vmiStatusSub *bool
+
+	cdi *cdiSim
+	gc  *gcSim
 }
 
 const simAnnotation = "sim.kubevirt-redfish.io/"
@@ -72,6 +83,8 @@ func New(dyn dynamic.Interface, opts Options) *Simulator {
 		vmis:     f.ForResource(kubevirt.VMIResource).Informer(),
 		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		stopping: map[types.UID]time.Time{},
+		booting:  map[types.UID]time.Time{},
+		placed:   map[types.UID]string{},
 	}
 	_ = s.vms.SetTransform(typed[virtv1.VirtualMachine])
 	_ = s.vmis.SetTransform(typed[virtv1.VirtualMachineInstance])
@@ -82,6 +95,9 @@ func New(dyn dynamic.Interface, opts Options) *Simulator {
 	}
 	_, _ = s.vms.AddEventHandler(h)
 	_, _ = s.vmis.AddEventHandler(h)
+	_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.forget})
+	s.cdi = newCDI(s, f, opts.CDI)
+	s.gc = newGC(s, s.cdi.opts.GCInterval)
 	return s
 }
 
@@ -109,9 +125,12 @@ func (s *Simulator) enqueue(obj any) {
 func (s *Simulator) Run(ctx context.Context) error {
 	go s.vms.Run(ctx.Done())
 	go s.vmis.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), s.vms.HasSynced, s.vmis.HasSynced) {
+	s.cdi.start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), s.vms.HasSynced, s.vmis.HasSynced, s.cdi.hasSynced) {
 		return errors.New("simulator caches did not sync")
 	}
+	s.cdi.runWorkers(ctx)
+	go s.gc.run(ctx)
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	for i := 0; i < 2; i++ {
 		go s.worker(ctx)
@@ -157,6 +176,9 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	rs := kubevirt.RunStrategy(vm)
+	if vmi != nil && isFinal(vmi) {
+		s.forget(vmi) // a stopped guest holds no node
+	}
 	var err error
 	switch rs {
 	case virtv1.RunStrategyAlways:
@@ -248,6 +270,20 @@ func (s *Simulator) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineIns
 
 // createVMI starts a boot: a VMI from the VM template, owned by the VM, Pending.
 func (s *Simulator) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) error {
+	// The VM cache may lag the VMI cache (say, a stop wrote Halted and deleted the VMI): like
+	// virt-controller's expectations, confirm with a fresh read before starting anything.
+	u, err := s.dyn.Resource(kubevirt.VMResource).Namespace(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	fresh := &virtv1.VirtualMachine{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, fresh); err != nil {
+		return err
+	}
+	if kubevirt.RunStrategy(fresh) != kubevirt.RunStrategy(vm) {
+		s.queue.Add(vm.Namespace + "/" + vm.Name)
+		return nil
+	}
 	if vm.Spec.Template == nil {
 		return nil
 	}
@@ -293,10 +329,24 @@ func (s *Simulator) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) er
 
 // advance walks a live VMI from Pending through Scheduled to Running once BootDelay passed.
 func (s *Simulator) advance(ctx context.Context, key string, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance) error {
-	if vmi.Status.Phase == virtv1.Running {
+	s.mu.Lock()
+	_, started := s.placed[vmi.UID]
+	seen, ok := s.booting[vmi.UID]
+	if !ok {
+		seen = time.Now()
+		s.booting[vmi.UID] = seen
+	}
+	s.mu.Unlock()
+	if vmi.Status.Phase == virtv1.Running || started {
 		return nil
 	}
-	if left := s.opts.BootDelay - time.Since(vmi.CreationTimestamp.Time); left > 0 {
+	// Like virt-controller, start no VMI before its DataVolumes are populated (DataVolume
+	// events requeue it too).
+	if s.dataVolumesPending(vmi) {
+		s.queue.AddAfter(key, time.Second)
+		return nil
+	}
+	if left := s.opts.BootDelay - time.Since(seen); left > 0 {
 		s.queue.AddAfter(key, left)
 		return nil
 	}
@@ -314,7 +364,27 @@ func (s *Simulator) advance(ctx context.Context, key string, vm *virtv1.VirtualM
 	if err := s.patchVMI(ctx, vmi, map[string]any{"metadata": map[string]any{"labels": labels}}, false); err != nil {
 		return err
 	}
-	return s.patchVMI(ctx, vmi, map[string]any{"status": status}, true)
+	if err := s.patchVMI(ctx, vmi, map[string]any{"status": status}, true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.placed[vmi.UID] = node
+	s.mu.Unlock()
+	return nil
+}
+
+// forget drops what the simulator remembers of a deleted VMI.
+func (s *Simulator) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if vmi, ok := obj.(*virtv1.VirtualMachineInstance); ok {
+		s.mu.Lock()
+		delete(s.booting, vmi.UID)
+		delete(s.placed, vmi.UID)
+		delete(s.stopping, vmi.UID)
+		s.mu.Unlock()
+	}
 }
 
 // pickNode places a VMI on the least loaded node (ties: first in the list).
@@ -323,12 +393,13 @@ func (s *Simulator) pickNode(vmi *virtv1.VirtualMachineInstance) string {
 		return vmi.Status.NodeName
 	}
 	load := map[string]int{}
-	for _, o := range s.vmis.GetIndexer().List() {
-		other := o.(*virtv1.VirtualMachineInstance)
-		if other.UID != vmi.UID && !isFinal(other) {
-			load[other.Status.NodeName]++
+	s.mu.Lock()
+	for uid, node := range s.placed {
+		if uid != vmi.UID {
+			load[node]++
 		}
 	}
+	s.mu.Unlock()
 	nodes := append([]string(nil), s.opts.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool { return load[nodes[i]] < load[nodes[j]] })
 	return nodes[0]
