@@ -3,10 +3,24 @@
 
 Usage:
     sushy_ironic.py --base-url http://127.0.0.1:8000 --user admin --password password \
-        --system /redfish/v1/Systems/tenant-a.cp-0
+        --system /redfish/v1/Systems/tenant-a.cp-0 [--flow power|vmedia] [--vmedia-via system|manager]
 
 Every option can also come from the environment: KRF_BASE_URL, KRF_USER, KRF_PASSWORD,
-KRF_SYSTEM. The script prints one JSON line per step ({"step": ..., "ok": true, ...}) and a
+KRF_SYSTEM, KRF_FLOW, KRF_VMEDIA_VIA, KRF_IMAGE_BASE_URL.
+
+Flows:
+ * power (default): power, boot mode, one-time and continuous boot overrides, restarts,
+   inventory.
+ * vmedia: the redfish-virtual-media boot interface: a ramdisk deploy (power off, eject every
+   inserted CD/DVD, insert, Cd+Once, On, which must wait for the import, eject, Hdd+Continuous,
+   reboot) and a live-ISO deploy (Cd+Continuous, the ISO stays inserted). --vmedia-via system
+   finds the media as current Ironic does (System.VirtualMedia); --vmedia-via manager as
+   Ironic 21 (Debian) does, only through the Managers in Links.ManagedBy: any request for the
+   System's VirtualMedia collection then fails the run. The images come from
+   --image-base-url, or from an HTTP server the script starts itself (--image-bind), which
+   serves --image-size bytes slowly so that the import can be watched.
+
+The script prints one JSON line per step ({"step": ..., "ok": true, ...}) and a
 final {"result": "PASS"|"FAIL", ...} line, and exits non-zero on the first failure, with the
 last HTTP exchanges on stderr.
 
@@ -19,18 +33,25 @@ Besides the outcome of each operation it watches how sushy itself copes with the
 Use --lenient to only report these instead of failing on them.
 
 Only what sushy exposes is used: Sushy(), get_system(), System.refresh(), reset_system(),
-set_system_boot_options(), get_allowed_*(), .managers, .chassis and the parsed fields, plus
+set_system_boot_options(), get_allowed_*(), .managers, .chassis, Manager.virtual_media,
+VirtualMedia.insert_media()/eject_media(), get_task_service() and the parsed fields, plus
 the public `response_callback` of sushy.connector.Connector to trace the HTTP exchanges.
+Three private bits: System.VirtualMedia is read with sushy's VirtualMediaCollection when the
+installed sushy has no System.virtual_media (4.3.3 has not), the parsed action targets of a
+VirtualMedia (`_actions`, which decide between the action and a PATCH) are checked, and the
+Tasks collection is also read raw through the root's connector (`_conn`).
 Written for sushy 4.x (Debian 12 ships 4.3.3) and newer.
 """
 
 import argparse
 import gc
+import http.server
 import json
 import logging
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 import uuid as uuidlib
@@ -39,6 +60,8 @@ try:
     import sushy
     from sushy import connector as sushy_connector
     from sushy import exceptions as sushy_exc
+    from sushy import utils as sushy_utils
+    from sushy.resources.manager import virtual_media as sushy_vmedia
 except ImportError as exc:  # pragma: no cover - reported to the Go test
     print(json.dumps({"result": "FAIL", "error": "cannot import sushy: %s "
                       "(install python3-sushy: apt-get install -y python3-sushy)" % exc}))
@@ -49,6 +72,10 @@ POWER_POLL_INTERVAL = 1.0
 POWER_TIMEOUT = 60.0
 # How long a consumed Once override may take to show.
 ONCE_TIMEOUT = 15.0
+# InsertMedia must answer without waiting for the download (the service promises a second).
+INSERT_MAX_SECONDS = 2.0
+# How long a finished import may take to show as a Completed Task once the machine is On.
+TASK_TIMEOUT = 10.0
 
 # Warnings that are expected from sushy against this service today. Each is a regex matched
 # against the formatted log message.
@@ -108,9 +135,80 @@ class Trace:
             entry["request"] = body
         if req.headers.get("If-Match"):
             entry["if_match"] = req.headers["If-Match"]
+        if req.method in ("POST", "PATCH", "PUT"):
+            entry["content_type"] = req.headers.get("Content-Type")
         if response.status_code >= 400:
             entry["response"] = response.text[:2000]
         self.exchanges.append(entry)
+
+
+class ImageServer:
+    """A slow HTTP server of fake ISO images: every path is an image of `size` bytes, sent in
+    64 KiB chunks with `delay` seconds before each, so that an import takes a while. It runs in
+    a thread of this process; whoever imports the image (the simulated CDI importer of the Go
+    test, or a real one) must be able to reach `bind`."""
+
+    CHUNK = 64 << 10
+
+    def __init__(self, bind, size, delay):
+        self.size, self.delay = size, delay
+        self.lock = threading.Lock()
+        self.sent = {}      # path -> body bytes sent
+        self.requests = []  # (method, path)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep stderr for the run's own report
+                pass
+
+            def do_HEAD(self):
+                self.answer(body=False)
+
+            def do_GET(self):
+                self.answer(body=True)
+
+            def answer(self, body):
+                path = self.path.split("?", 1)[0]
+                with outer.lock:
+                    outer.requests.append((self.command, path))
+                if path.endswith("/missing.iso"):
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(outer.size))
+                self.end_headers()
+                if not body:
+                    return
+                chunk = b"\0" * outer.CHUNK
+                left = outer.size
+                try:
+                    while left > 0:
+                        time.sleep(outer.delay)
+                        n = min(left, len(chunk))
+                        self.wfile.write(chunk[:n])
+                        left -= n
+                        with outer.lock:
+                            outer.sent[path] = outer.sent.get(path, 0) + n
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the importer gave up (an eject cancels the import)
+
+        self.httpd = http.server.ThreadingHTTPServer((bind, 0), Handler)
+        self.httpd.daemon_threads = True
+        host = bind if ":" not in bind else "[%s]" % bind
+        self.url = "http://%s:%d" % (host, self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="image-server", daemon=True)
+        self.thread.start()
+
+    def stats(self):
+        with self.lock:
+            return {"url": self.url, "bytes_sent": dict(self.sent), "requests": len(self.requests)}
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class Run:
@@ -126,6 +224,12 @@ class Run:
         self.system = None
         self.auth = None
         self.started = time.monotonic()
+        # Paths no request may go to (see forbid()), and the image server the script runs.
+        self.forbidden = []
+        self.image_server = None
+        self.image_base = None
+        # Virtual media state of the vmedia flow: the member the last insert went to.
+        self.media_path = None
 
     # ---- reporting ---------------------------------------------------------------------
 
@@ -183,8 +287,22 @@ class Run:
         for ex in self.trace.exchanges[self.seen_exchanges:]:
             if ex["status"] >= 400 and not self.expected_http_error(ex):
                 problems.append({"kind": "http-error", **ex})
+            why = self.forbidden_reason(ex["path"])
+            if why:
+                problems.append({"kind": "forbidden-request", "why": why, **ex})
         self.seen_exchanges = len(self.trace.exchanges)
         return problems
+
+    def forbid(self, path, why, prefix=False):
+        """No request may go to path (or, with prefix, below it) from now on."""
+        self.forbidden.append((path.rstrip("/"), prefix, why))
+
+    def forbidden_reason(self, path):
+        p = path.split("?", 1)[0].rstrip("/")
+        for f, prefix, why in self.forbidden:
+            if p == f or (prefix and p.startswith(f + "/")):
+                return why
+        return None
 
     @staticmethod
     def expected_http_error(ex):
@@ -482,8 +600,310 @@ class Run:
                          "sushy logged in with a session but did not delete it: %s", deletes)
         return {"session_deletes": [(d["path"], d["status"]) for d in deletes]}
 
+    # ---- virtual media (the redfish-virtual-media boot interface) ----------------------
+
+    def image_url(self, name):
+        return "%s/%s" % (self.image_base, name)
+
+    def start_images(self):
+        a = self.args
+        if a.image_base_url:
+            self.image_base = a.image_base_url.rstrip("/")
+            return
+        self.image_server = ImageServer(a.image_bind, a.image_size, a.image_chunk_delay)
+        self.image_base = self.image_server.url
+
+    def system_virtual_media(self, system):
+        """System.VirtualMedia as current Ironic reads it. sushy gained System.virtual_media
+        after 4.3 (Debian's 4.3.3 lacks it); then the collection is built from the System's
+        VirtualMedia link with sushy's own VirtualMediaCollection, which is what the newer
+        property does."""
+        if isinstance(getattr(type(system), "virtual_media", None), property):
+            return system.virtual_media
+        path = sushy_utils.get_sub_resource_path_by(system, "VirtualMedia")
+        return sushy_vmedia.VirtualMediaCollection(
+            system._conn, path, redfish_version=system.redfish_version,
+            registries=system.registries, root=system.root)
+
+    def media_collections(self):
+        """The VirtualMedia collections the configured Ironic generation uses, looked up afresh
+        (Ironic gets the System anew for every virtual media operation)."""
+        system = self.root.get_system(self.system.path)
+        if self.args.vmedia_via == "system":
+            # Current Ironic: System.VirtualMedia when the System has it, else the Managers.
+            return [self.system_virtual_media(system)]
+        # Ironic 21: only the Managers in Links.ManagedBy.
+        return [m.virtual_media for m in system.managers]
+
+    def media_members(self):
+        """Every virtual media member, as (member, media types), checked for what sushy maps."""
+        out = []
+        for coll in self.media_collections():
+            for vm in coll.get_members():
+                raw = vm.json.get("MediaTypes") or []
+                types = [val(t) for t in (vm.media_types or [])]
+                self.require(len(types) == len(raw), "sushy could not map MediaTypes %r of %s (got %r)",
+                             raw, vm.path, types)
+                self.check_mapped(vm, vm.connected_via, ["ConnectedVia"])
+                self.check_mapped(vm, vm.transfer_method, ["TransferMethod"])
+                out.append((vm, types))
+        return out
+
+    @staticmethod
+    def is_cd(types):
+        # Newer Ironic also takes a DVD-only drive when it looks for a CD.
+        return bool({"CD", "DVD"} & set(types))
+
+    def media_at(self, path):
+        for vm, types in self.media_members():
+            if vm.path == path:
+                return vm
+        raise Failure("the virtual media member %s is no longer listed" % path)
+
+    def find_virtual_media(self):
+        s = self.system
+        sys_link = (s.json.get("VirtualMedia") or {}).get("@odata.id")
+        if self.args.vmedia_via == "manager":
+            # Ironic 21 never looks at System.VirtualMedia: no request may go there.
+            if sys_link:
+                self.forbid(sys_link, "Ironic 21 finds virtual media only through the Managers",
+                            prefix=self.args.strict_manager_paths)
+        else:
+            self.require(sys_link, "System %s has no VirtualMedia link (current Ironic would fall back "
+                         "to the Managers)", s.path)
+        colls = []
+        for coll in self.media_collections():
+            members = []
+            for vm in coll.get_members():
+                actions = vm._actions
+                insert = actions.insert_media.target_uri if actions and actions.insert_media else None
+                eject = actions.eject_media.target_uri if actions and actions.eject_media else None
+                members.append({"path": vm.path, "id": vm.identity,
+                                "media_types": [val(t) for t in (vm.media_types or [])],
+                                "inserted": vm.inserted, "image": vm.image,
+                                "insert_target": insert, "eject_target": eject})
+                if not vm.path.startswith(coll.path.rstrip("/") + "/"):
+                    self.notes.append({"kind": "media-member-outside-collection", "collection": coll.path,
+                                       "member": vm.path})
+            colls.append({"collection": coll.path, "members": members})
+        cds = [m for c in colls for m in c["members"] if self.is_cd(m["media_types"])]
+        self.require(cds, "no virtual media member with MediaTypes CD or DVD under %s",
+                     [c["collection"] for c in colls])
+        for m in cds:
+            # sushy would PATCH the member instead when an action is missing (and fail without
+            # PATCH in Allow): this service offers the actions.
+            self.require(m["insert_target"] and m["eject_target"],
+                         "%s has no InsertMedia/EjectMedia action target", m["path"])
+        return {"via": self.args.vmedia_via, "collections": colls}
+
+    def leftover_media(self):
+        """A node that still holds the media of an earlier deploy, so that the eject-all below
+        really ejects something."""
+        url = self.image_url("previous-deploy.iso")
+        for vm, types in self.media_members():
+            if self.is_cd(types) and not vm.inserted:
+                vm.insert_media(url, inserted=True, write_protected=True)
+                return {"member": vm.path, "image": url}
+        raise Failure("no empty CD/DVD member to insert into")
+
+    def eject_all_cd(self):
+        """Ironic's _eject_vmedia for CDs: eject every CD/DVD member that is inserted. sushy
+        POSTs EjectMedia with no body (and retries with {} on 400/415)."""
+        ejected = []
+        for vm, types in self.media_members():
+            if not self.is_cd(types) or not vm.inserted:
+                continue
+            was = vm.image
+            n = len(self.trace.exchanges)
+            vm.eject_media()
+            posts = [ex for ex in self.trace.exchanges[n:] if ex["method"] == "POST"]
+            self.require(len(posts) == 1, "EjectMedia took %d POSTs (sushy retries with {} after a 400/415): %s",
+                         len(posts), posts)
+            self.require(posts[0]["status"] < 300, "EjectMedia answered %s", posts[0])
+            ejected.append({"member": vm.path, "image": was, "post": posts[0]["path"],
+                            "body": posts[0].get("request"), "content_type": posts[0].get("content_type"),
+                            "status": posts[0]["status"]})
+        # Ironic does not read back after ejecting; the next insert does. Check it at once.
+        left = [(vm.path, vm.image) for vm, types in self.media_members() if self.is_cd(types) and vm.inserted]
+        self.require(not left, "still inserted right after the eject: %s", left)
+        return {"ejected": ejected}
+
+    def insert(self, name):
+        """Ironic's _insert_vmedia: the first CD member; skip when it already holds the URL,
+        pass over members holding something else."""
+        def fn():
+            url = self.image_url(name)
+            for vm, types in self.media_members():
+                if not self.is_cd(types):
+                    continue
+                if vm.inserted:
+                    if vm.image == url:
+                        raise Failure("%s already holds %s before the insert" % (vm.path, url))
+                    continue
+                n = len(self.trace.exchanges)
+                t0 = time.monotonic()
+                vm.insert_media(url, inserted=True, write_protected=True)
+                took = time.monotonic() - t0
+                posts = [ex for ex in self.trace.exchanges[n:] if ex["method"] in ("POST", "PATCH")]
+                self.require(took <= INSERT_MAX_SECONDS, "InsertMedia took %.2fs: it must not wait for the "
+                             "download", took)
+                self.media_path = vm.path
+                return {"member": vm.path, "image": url, "answered_after_s": round(took, 3),
+                        "sent": [{"method": p["method"], "path": p["path"], "body": p.get("request"),
+                                  "status": p["status"]} for p in posts]}
+            raise Failure("no suitable virtual media device: no empty CD/DVD member")
+        return fn
+
+    def media_shown(self, name):
+        """Re-read at once: Image is the URL and Inserted is true (the import has hardly begun)."""
+        def fn():
+            url = self.image_url(name)
+            vm = self.media_at(self.media_path)
+            self.require(vm.image == url, "Image is %r right after InsertMedia, want %r", vm.image, url)
+            self.require(vm.inserted is True, "Inserted is %r right after InsertMedia", vm.inserted)
+            self.require(vm.write_protected is not False, "WriteProtected is %r", vm.write_protected)
+            return {"image": vm.image, "image_name": vm.image_name, "inserted": vm.inserted,
+                    "write_protected": vm.write_protected, "connected_via": val(vm.connected_via),
+                    "transfer_method": val(vm.transfer_method), "state": val(vm.status.state) if vm.status else None}
+        return fn
+
+    def power_on_waits_for_import(self):
+        """On while the import runs: Ironic takes PoweringOn as on and carries on; the machine
+        must show PoweringOn until the image is in, then On."""
+        self.reset(sushy.RESET_ON)
+        now, _ = self.power()
+        out = {"right_after_action": val(now)}
+        out.update(self.wait_power(True))
+        seen = [val(now)] + out["states_seen"]
+        self.require("PoweringOn" in seen, "PowerState never showed PoweringOn while the image was imported "
+                     "(states seen: %s)", seen)
+        return out
+
+    def task_completed(self, name):
+        """The import shows as a Task in TaskService: Completed, 100 %, once the machine is On.
+        Read through sushy's TaskService and, raw, through its connector."""
+        def fn():
+            url = self.image_url(name)
+            t0 = time.monotonic()
+            while True:
+                raw = self.root._conn.get("/redfish/v1/TaskService/Tasks").json()
+                ts = self.root.get_task_service()
+                found = []
+                for task in ts.tasks.get_members():
+                    if url not in json.dumps(task.json):
+                        continue
+                    self.check_mapped(task, task.task_state, ["TaskState"])
+                    self.check_mapped(task, task.task_status, ["TaskStatus"])
+                    found.append({"path": task.path, "name": task.name, "state": val(task.task_state),
+                                  "status": val(task.task_status), "percent": task.percent_complete,
+                                  "start": task.start_time, "end": task.end_time})
+                done = [f for f in found if f["state"] == "Completed"]
+                if done:
+                    self.require(done[0]["percent"] == 100, "a Completed task is at %s%%", done[0]["percent"])
+                    return {"tasks": found, "collection_members": raw.get("Members@odata.count"),
+                            "after_s": round(time.monotonic() - t0, 3)}
+                if time.monotonic() - t0 > TASK_TIMEOUT:
+                    raise Failure("no Completed task for %s within %ss (found %s)" % (url, TASK_TIMEOUT, found))
+                time.sleep(0.5)
+        return fn
+
+    def media_state(self, name, what):
+        """The member of the last insert holds the image name (with None: nothing)."""
+        def fn():
+            vm = self.media_at(self.media_path)
+            if name is None:
+                self.require(not vm.inserted, "%s: still inserted (%r)", what, vm.image)
+                self.require(not vm.image, "%s: Image is %r after the eject", what, vm.image)
+            else:
+                url = self.image_url(name)
+                self.require(vm.inserted is True and vm.image == url, "%s: Inserted=%r Image=%r, want %r",
+                             what, vm.inserted, vm.image, url)
+            return {"inserted": vm.inserted, "image": vm.image}
+        return fn
+
+    def eject_after_deploy(self):
+        # The deploy is done and the agent still runs: Ironic ejects, then reads nothing back.
+        out = self.eject_all_cd()
+        self.require(len(out["ejected"]) == 1, "ejected %s, want the ramdisk only", out["ejected"])
+        out.update(self.media_state(None, "after the eject")())
+        return out
+
+    def kept(self, name, target, enabled, what):
+        def fn():
+            out = self.boot_becomes(target, enabled, what)()
+            out.update(self.media_state(name, what)())
+            state, _ = self.power()
+            self.require(val(state) == "On", "%s: PowerState %s", what, val(state))
+            return out
+        return fn
+
+    def teardown(self):
+        # Ironic's tear down of a live-ISO node: power off, eject.
+        off = self.force_off_if_on()
+        ej = self.eject_all_cd()
+        self.require(len(ej["ejected"]) == 1, "ejected %s, want the live ISO", ej["ejected"])
+        return {"power_off": off, "ejected": ej["ejected"]}
+
+    def vmedia_paths(self):
+        """Which resources the flow touched for virtual media, and that it kept to its path."""
+        media = sorted({ex["method"] + " " + ex["path"] for ex in self.trace.exchanges
+                        if "VirtualMedia" in ex["path"]})
+        bad = [ex for ex in self.trace.exchanges if self.forbidden_reason(ex["path"])]
+        self.require(not bad, "requests went where this Ironic generation never goes: %s", bad)
+        out = {"via": self.args.vmedia_via, "media_requests": media,
+               "forbidden": [f[0] + ("/*" if f[1] else "") for f in self.forbidden]}
+        if self.image_server:
+            out["image_server"] = self.image_server.stats()
+        return out
+
+    def run_vmedia(self):
+        self.start_images()
+        self.step("connect", self.connect)
+        self.step("get_system", self.get_system)
+        self.step("managers", self.managers)
+        self.step("find_virtual_media", self.find_virtual_media)
+        # Ramdisk deploy: prepare_ramdisk (power off, eject, insert, Cd+Once), then On.
+        self.step("leftover_media", self.leftover_media)
+        self.step("force_off_if_on", self.force_off_if_on)
+        self.step("eject_all_cd", self.eject_all_cd)
+        self.step("insert_ramdisk", self.insert("ironic-ramdisk.iso"))
+        self.step("ramdisk_shown_at_once", self.media_shown("ironic-ramdisk.iso"))
+        self.step("set_boot_cd_once", self.set_boot(sushy.BOOT_SOURCE_TARGET_CD, sushy.BOOT_SOURCE_ENABLED_ONCE))
+        self.step("power_on_waits_for_import", self.power_on_waits_for_import)
+        self.step("once_consumed_by_boot", self.boot_becomes("None", "Disabled", "after power on"))
+        self.step("ramdisk_import_task_completed", self.task_completed("ironic-ramdisk.iso"))
+        # End of the deploy: clean_up_ramdisk ejects, prepare_instance sets Hdd+Continuous, reboot.
+        self.step("eject_after_deploy", self.eject_after_deploy)
+        self.step("set_boot_hdd_continuous",
+                  self.set_boot(sushy.BOOT_SOURCE_TARGET_HDD, sushy.BOOT_SOURCE_ENABLED_CONTINUOUS))
+        self.step("ironic_reboot", self.ironic_reboot)
+        self.step("disk_boot_kept_after_reboot", self.kept(None, "Hdd", "Continuous", "after the reboot"))
+        # Live ISO (ramdisk deploy interface): power off, eject, insert, Cd+Continuous, On.
+        self.step("live_force_off", self.force_off_if_on)
+        self.step("live_eject_all_cd", self.eject_all_cd)
+        self.step("insert_live_iso", self.insert("live.iso"))
+        self.step("live_iso_shown_at_once", self.media_shown("live.iso"))
+        self.step("set_boot_cd_continuous",
+                  self.set_boot(sushy.BOOT_SOURCE_TARGET_CD, sushy.BOOT_SOURCE_ENABLED_CONTINUOUS))
+        self.step("live_power_on_waits_for_import", self.power_on_waits_for_import)
+        self.step("live_iso_kept", self.kept("live.iso", "Cd", "Continuous", "after power on"))
+        self.step("live_reboot", self.ironic_reboot)
+        self.step("live_iso_kept_after_reboot", self.kept("live.iso", "Cd", "Continuous", "after the reboot"))
+        self.step("live_import_task_completed", self.task_completed("live.iso"))
+        self.step("teardown", self.teardown)
+        self.step("vmedia_paths", self.vmedia_paths)
+        self.step("close", self.close)
+        self.emit({"result": "PASS", "steps_passed": self.steps,
+                   "seconds": round(time.monotonic() - self.started, 3),
+                   "notes": self.notes,
+                   "sushy_warnings": self.recorder.records})
+        if self.image_server:
+            self.image_server.stop()
+
     def run(self):
         a = self.args
+        if a.flow == "vmedia":
+            return self.run_vmedia()
         self.step("connect", self.connect)
         self.step("get_system", self.get_system)
         self.step("allowed_values", self.allowed_values)
@@ -533,6 +953,23 @@ def main():
     p.add_argument("--skip-inventory", action="store_true", help="skip the inventory probe")
     p.add_argument("--require-inventory", action="store_true",
                    help="fail when inventory Ironic reads (processors, NICs, disks, virtual media...) is missing")
+    p.add_argument("--flow", choices=("power", "vmedia"), default=os.environ.get("KRF_FLOW", "power"),
+                   help="power: power and boot overrides; vmedia: Ironic's virtual media deploys (env KRF_FLOW)")
+    p.add_argument("--vmedia-via", choices=("system", "manager"), default=os.environ.get("KRF_VMEDIA_VIA", "system"),
+                   help="where the vmedia flow finds the media: system = current Ironic (System.VirtualMedia); "
+                        "manager = Ironic 21, only through the Managers, never the System's collection "
+                        "(env KRF_VMEDIA_VIA)")
+    p.add_argument("--strict-manager-paths", action="store_true",
+                   help="with --vmedia-via manager, forbid every request below the System's VirtualMedia "
+                        "collection too, not only the collection itself")
+    p.add_argument("--image-base-url", default=os.environ.get("KRF_IMAGE_BASE_URL"),
+                   help="base URL the vmedia flow appends image names to; without it the script serves "
+                        "the images itself (env KRF_IMAGE_BASE_URL)")
+    p.add_argument("--image-bind", default="127.0.0.1",
+                   help="address of the script's own image server; the importer must reach it")
+    p.add_argument("--image-size", type=int, default=4 << 20, help="bytes of each served image")
+    p.add_argument("--image-chunk-delay", type=float, default=0.06,
+                   help="seconds before each 64 KiB chunk the script's image server sends")
     p.add_argument("-v", "--verbose", action="store_true", help="log sushy at DEBUG level to stderr")
     args = p.parse_args()
     for name in ("base_url", "user", "password"):
