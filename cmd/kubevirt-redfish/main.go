@@ -117,9 +117,13 @@ func run(o options) error {
 
 	store := sessions.New(dyn, sessions.Options{Namespace: o.namespace, Timeout: cfg.Sessions.Timeout,
 		MaxLifetime: cfg.Sessions.MaxLifetime, MaxPerUser: cfg.Sessions.MaxPerUser, Log: log})
-	if err := store.Start(ctx); err != nil {
-		return err
+	store.Run(ctx)
+	wait, cancelWait := context.WithTimeout(ctx, 30*time.Second)
+	if err := store.WaitSynced(wait); err != nil {
+		// Serve anyway: logins fail (and clients fall back to Basic) until Secrets can be read.
+		log.Error("sessions are not available yet", zap.Error(err))
 	}
+	cancelWait()
 	handler := server.New(cfg, client, log, server.WithMetrics(m), server.WithSessions(store))
 	creds := credentials.New(cfg, credentials.Options{Namespace: o.namespace, Dyn: dyn, Apply: handler.SetConfig, Log: log})
 	if err := creds.Start(ctx); err != nil {
@@ -130,16 +134,8 @@ func run(o options) error {
 		return err
 	}
 
-	srv := &http.Server{
-		Addr:              cfg.Listen,
-		Handler:           handler,
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := server.HTTPServer(cfg.Listen, handler, server.DefaultLimits)
+	srv.TLSConfig = tlsConfig
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,6 +58,9 @@ type Client struct {
 	namespaces map[string]*nsCache
 	queue      workqueue.TypedRateLimitingInterface[string]
 	metrics    *metrics.Metrics
+	// CacheRetention is how long an unused image cache DataVolume is kept, and SweepInterval
+	// how often unused ones are looked for.
+	CacheRetention, SweepInterval time.Duration
 }
 
 type nsCache struct {
@@ -65,10 +70,12 @@ type nsCache struct {
 // NewClient prepares informers for the namespaces; Start runs them.
 func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Client {
 	c := &Client{
-		dyn:        dyn,
-		log:        log,
-		metrics:    metrics.New(),
-		namespaces: map[string]*nsCache{},
+		dyn:            dyn,
+		log:            log,
+		metrics:        metrics.New(),
+		CacheRetention: DefaultCacheRetention,
+		SweepInterval:  DefaultSweepInterval,
+		namespaces:     map[string]*nsCache{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "boot-once"}),
 	}
@@ -81,6 +88,7 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 		}
 		_ = nc.vms.SetTransform(toTyped[virtv1.VirtualMachine])
 		_ = nc.vmis.SetTransform(toTyped[virtv1.VirtualMachineInstance])
+		_ = nc.vmis.AddIndexers(vmiIndexers)
 		_ = nc.dvs.SetTransform(toTyped[cdiv1.DataVolume])
 		_, _ = nc.dvs.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.observeImport})
 		_, _ = nc.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -134,10 +142,12 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
-// RunBackground restores boot orders after one-time overrides until ctx ends. Every change
+// RunBackground restores boot orders after one-time overrides and deletes unused image
+// caches until ctx ends. Every change
 // it makes is guarded like a request's, so two replicas running it at once would still be
 // safe, only wasteful.
 func (c *Client) RunBackground(ctx context.Context) {
+	go c.sweepImageCaches(ctx)
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
@@ -165,7 +175,7 @@ func (c *Client) Get(ns, name string) (Machine, bool) {
 	if !ok {
 		return Machine{}, false
 	}
-	m := Machine{VM: obj.(*virtv1.VirtualMachine)}
+	m := Machine{VM: obj.(*virtv1.VirtualMachine), Peers: c.OnNode}
 	if obj, ok, _ := nc.vmis.GetIndexer().GetByKey(ns + "/" + name); ok {
 		m.VMI = obj.(*virtv1.VirtualMachineInstance)
 	}
@@ -173,21 +183,35 @@ func (c *Client) Get(ns, name string) (Machine, bool) {
 }
 
 // List returns every cached machine for which keep is true, sorted by id.
+//
+// It costs one VMI cache lookup per VM and no string building while sorting: ids sort as
+// their namespace (a DNS label, so without dots) and then their name, which is the order of
+// "<namespace>.<name>" because no "<namespace>." is a prefix of another.
 func (c *Client) List(keep func(*virtv1.VirtualMachine) bool) []Machine {
+	nss := make([]string, 0, len(c.namespaces))
+	for ns := range c.namespaces {
+		nss = append(nss, ns)
+	}
+	sort.Slice(nss, func(i, j int) bool { return nss[i]+"." < nss[j]+"." })
 	var out []Machine
-	for ns, nc := range c.namespaces {
+	peers := c.OnNode // one method value for all machines
+	for _, ns := range nss {
+		nc := c.namespaces[ns]
+		vmis := nc.vmis.GetIndexer()
+		start := len(out)
 		for _, obj := range nc.vms.GetIndexer().List() {
 			vm := obj.(*virtv1.VirtualMachine)
 			if !keep(vm) {
 				continue
 			}
-			m, ok := c.Get(ns, vm.Name)
-			if ok {
-				out = append(out, m)
+			m := Machine{VM: vm, Peers: peers}
+			if obj, ok, _ := vmis.GetByKey(ns + "/" + vm.Name); ok {
+				m.VMI = obj.(*virtv1.VirtualMachineInstance)
 			}
+			out = append(out, m)
 		}
+		slices.SortFunc(out[start:], func(a, b Machine) int { return strings.Compare(a.VM.Name, b.VM.Name) })
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
 }
 
@@ -229,25 +253,32 @@ type Settings struct {
 // ErrSecureBootNeedsUEFI refuses turning UEFI Secure Boot on for a VM that boots with BIOS.
 var ErrSecureBootNeedsUEFI = errors.New("UEFI Secure Boot needs the UEFI boot mode")
 
-// SetSettings applies settings: a boot override, UEFI Secure Boot (with the SMM feature it
-// needs) and the indicator LED. Secure Boot changes apply at the next start of the VM.
+// SetSettings applies settings: a boot override or boot mode, UEFI Secure Boot (with the SMM
+// feature it needs) and the indicator LED. Firmware changes apply at the next start of the VM.
+// Secure Boot is refused (ErrSecureBootNeedsUEFI) unless the VM boots, or is switched in the
+// same request to boot, with UEFI.
 func (c *Client) SetSettings(ctx context.Context, ns, name string, s Settings) error {
 	refused := false
 	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
 		p := newVMPatch(cur.VM)
+		// The boot mode after this change: a mode switch in the same request counts.
 		uefi := FirmwareMode(cur.VM) == redfish.BootUEFI
+		if s.Boot != nil && s.Boot.Mode != nil {
+			uefi = *s.Boot.Mode == redfish.BootUEFI
+		}
 		refused = s.SecureBoot != nil && *s.SecureBoot && !uefi
 		if refused {
 			return p
 		}
+		vm := cur.VM
 		if s.Boot != nil {
-			p.applyBoot(cur.VM, PlanBoot(cur.VM, cur.VMIUID(), *s.Boot))
+			p.applyBoot(vm, PlanBoot(vm, cur.VMIUID(), *s.Boot))
 		}
 		if s.SecureBoot != nil && uefi {
-			p.setSecureBoot(cur.VM, *s.SecureBoot)
+			p.setSecureBoot(vm, *s.SecureBoot)
 		}
 		if s.IndicatorLED != nil {
-			p.setIndicatorLED(cur.VM, *s.IndicatorLED)
+			p.setIndicatorLED(vm, *s.IndicatorLED)
 		}
 		return p
 	})

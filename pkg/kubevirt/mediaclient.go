@@ -108,8 +108,8 @@ func (c *Client) EjectMedia(ctx context.Context, ns, name string) error {
 // ensureCache creates the namespace's import of the image, with its credentials Secret.
 func (c *Client) ensureCache(ctx context.Context, ns string, req MediaRequest) error {
 	name := CacheDataVolumeName(req.Image)
-	if _, ok := c.DataVolume(ns, name); ok {
-		return nil
+	if dv, ok := c.DataVolume(ns, name); ok && dv.DeletionTimestamp == nil {
+		return c.markUsed(ctx, dv)
 	}
 	secret := ""
 	if req.UserName != "" {

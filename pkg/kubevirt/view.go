@@ -14,6 +14,8 @@ import (
 type Machine struct {
 	VM  *virtv1.VirtualMachine
 	VMI *virtv1.VirtualMachineInstance
+	// Peers, when set, lists the live VMIs on a hosting node (for placement checks).
+	Peers func(node string) []*virtv1.VirtualMachineInstance
 }
 
 // ID is the machine's Redfish id.
@@ -64,7 +66,12 @@ func FactsOf(m Machine) Facts {
 	}
 	f.Sockets, f.Cores, f.Threads = cpuTopology(domain)
 	f.MemoryGiB = memoryGiB(domain)
-	f.Status = status(f.PowerState, m.VMI)
+	f.Status = status(f.PowerState)
+	var neighbours []*virtv1.VirtualMachineInstance
+	if node := m.Node(); node != "" && m.Peers != nil {
+		neighbours = m.Peers(node)
+	}
+	f.Status.Health, f.Status.Conditions = Health(m, neighbours)
 	return f
 }
 
@@ -128,8 +135,8 @@ func memoryGiB(d virtv1.DomainSpec) float64 {
 	return math.Round(gib*1000) / 1000
 }
 
-// status maps power and VMI phase onto Resource.Status.
-func status(ps redfish.PowerState, vmi *virtv1.VirtualMachineInstance) redfish.Status {
+// status maps the power state onto Resource.Status.State; Health sets the health.
+func status(ps redfish.PowerState) redfish.Status {
 	s := redfish.Status{Health: "OK"}
 	switch ps {
 	case redfish.PowerOn, redfish.PowerPoweringOff:
@@ -138,9 +145,6 @@ func status(ps redfish.PowerState, vmi *virtv1.VirtualMachineInstance) redfish.S
 		s.State = "Starting"
 	default:
 		s.State = "StandbyOffline"
-	}
-	if vmi != nil && vmi.Status.Phase == virtv1.Failed {
-		s.Health = "Critical"
 	}
 	return s
 }

@@ -88,11 +88,10 @@ func TestFactsOfCPUTotalsFromResources(t *testing.T) {
 	}
 }
 
-// BUG (flagged): KubeVirt's defaulting (virt-api SetDefaultGuestCPUTopology and virt-launcher
-// getCPUTopology) puts the vCPU count taken from resources into *sockets* with one core and
-// one thread each, "which have best performance" (rhbz#1653453). cpuTopology in view.go puts it
-// into cores of a single socket, so ProcessorSummary.Count reports 1 where the guest has N
-// sockets.
+// Regression test (the bug it found is fixed): KubeVirt's defaulting (virt-api
+// SetDefaultGuestCPUTopology, virt-launcher getCPUTopology) puts the vCPU count taken from
+// resources into *sockets* of one core and one thread each (rhbz#1653453). cpuTopology used
+// to put it into the cores of one socket, so ProcessorSummary.Count said 1.
 func TestFactsOfCPUSocketsFromResourcesFollowKubeVirt(t *testing.T) {
 	vm := newVM(withDomain(func(d *virtv1.DomainSpec) {
 		d.Resources = virtv1.ResourceRequirements{Requests: k8sv1.ResourceList{k8sv1.ResourceCPU: *qty("4")}}
@@ -169,11 +168,11 @@ func TestFactsOfFirmwareUUID(t *testing.T) {
 	})
 }
 
-// BUG (flagged): when neither the VM template nor the VMI carries a firmware UUID, the guest
-// gets the one KubeVirt derives (pkg/virt-controller/watch: CalculateLegacyUUID =
-// uuid.NewSHA1(6a1a24a1-4061-4607-8bf4-a3963d0c5895, []byte(vm.Name))). view.go uses the same
-// namespace but hashes the VM's *UID*, so a powered-off machine reports a UUID the guest will
-// never see and the UUID changes when the machine powers on.
+// Regression test (the bug it found is fixed): when neither the VM template nor the VMI
+// carries a firmware UUID, the guest gets the one KubeVirt derives (virt-controller
+// CalculateLegacyUUID = uuid.NewSHA1(6a1a24a1-4061-4607-8bf4-a3963d0c5895, []byte(vm.Name))).
+// view.go used to hash the VM's UID instead, so an Off machine showed a UUID the guest never
+// sees.
 func TestFactsOfDerivedUUIDMatchesKubeVirt(t *testing.T) {
 	vm := newVM()
 	want := uuid.NewSHA1(uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895"), []byte(vm.Name)).String()
@@ -232,7 +231,8 @@ func TestFactsOfStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := FactsOf(Machine{VM: tc.vm, VMI: tc.vmi})
 			assert.Equal(t, tc.power, f.PowerState)
-			assert.Equal(t, redfish.Status{State: tc.state, Health: tc.heal}, f.Status)
+			assert.Equal(t, tc.state, f.Status.State)
+			assert.Equal(t, tc.heal, f.Status.Health)
 		})
 	}
 }

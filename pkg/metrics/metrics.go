@@ -19,6 +19,9 @@ type Metrics struct {
 	ActiveSessions  prometheus.Gauge
 	ImportsRunning  prometheus.Gauge
 	ImportDuration  prometheus.Histogram
+	// SystemInfo is 1 per exposed system, labelled with the hosting node of its running VMI,
+	// so alerts can say which physical failure domain holds which tenant's control plane.
+	SystemInfo *prometheus.GaugeVec
 }
 
 // New creates and registers the collectors, plus the Go and process collectors.
@@ -54,8 +57,11 @@ func New() *Metrics {
 			Name: "kubevirt_redfish_media_import_duration_seconds", Help: "Time from InsertMedia to a ready volume.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
+		SystemInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubevirt_redfish_system_info", Help: "One series per exposed system: its namespace, hosting node (empty when off), power state and health.",
+		}, []string{"system", "namespace", "node", "power_state", "health"}),
 	}
-	m.Registry.MustRegister(m.Requests, m.RequestDuration, m.Actions, m.APIErrors, m.InformersSynced,
+	m.Registry.MustRegister(m.SystemInfo, m.Requests, m.RequestDuration, m.Actions, m.APIErrors, m.InformersSynced,
 		m.AuthFailures, m.ActiveSessions, m.ImportsRunning, m.ImportDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

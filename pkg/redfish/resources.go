@@ -40,9 +40,10 @@ func Links(uris ...string) []Link {
 
 // Status is the common Resource.Status.
 type Status struct {
-	State        string `json:"State"`
-	Health       string `json:"Health"`
-	HealthRollup string `json:"HealthRollup,omitempty"`
+	State        string      `json:"State"`
+	Health       string      `json:"Health"`
+	HealthRollup string      `json:"HealthRollup,omitempty"`
+	Conditions   []Condition `json:"Conditions,omitempty"`
 }
 
 // Collection is any resource collection.
@@ -74,6 +75,7 @@ type ServiceRoot struct {
 	Managers         Link             `json:"Managers"`
 	Chassis          Link             `json:"Chassis"`
 	SessionService   Link             `json:"SessionService"`
+	AccountService   Link             `json:"AccountService"`
 	Tasks            Link             `json:"Tasks"`
 	Links            ServiceRootLinks `json:"Links"`
 	ProtocolFeatures ProtocolFeatures `json:"ProtocolFeaturesSupported"`
@@ -90,6 +92,7 @@ type ProtocolFeatures struct {
 	OnlyMemberQuery bool           `json:"OnlyMemberQuery"`
 	FilterQuery     bool           `json:"FilterQuery"`
 	SelectQuery     bool           `json:"SelectQuery"`
+	TopSkipQuery    bool           `json:"TopSkipQuery"`
 	ExpandQuery     ExpandFeatures `json:"ExpandQuery"`
 }
 
@@ -99,6 +102,7 @@ type ExpandFeatures struct {
 	Levels    bool `json:"Levels"`
 	Links     bool `json:"Links"`
 	NoLinks   bool `json:"NoLinks"`
+	MaxLevels int  `json:"MaxLevels,omitempty"`
 }
 
 // ComputerSystem is one VM.
@@ -122,6 +126,21 @@ type ComputerSystem struct {
 	VirtualMedia     Link             `json:"VirtualMedia"`
 	Links            SystemLinks      `json:"Links"`
 	Actions          SystemActions    `json:"Actions"`
+
+	// Inventory (pkg/server/inventory.go). IndicatorLED (deprecated by
+	// LocationIndicatorActive, still read by sushy) and LocationIndicatorActive show one
+	// stored state.
+	BiosVersion             string         `json:"BiosVersion,omitempty"`
+	IndicatorLED            IndicatorLED   `json:"IndicatorLED"`
+	IndicatorLEDAllowed     []IndicatorLED `json:"IndicatorLED@Redfish.AllowableValues"`
+	LocationIndicatorActive bool           `json:"LocationIndicatorActive"`
+	WriteableProperties     []string       `json:"@Redfish.WriteableProperties,omitempty"`
+	Processors              Link           `json:"Processors"`
+	EthernetInterfaces      Link           `json:"EthernetInterfaces"`
+	SimpleStorage           Link           `json:"SimpleStorage"`
+	Storage                 Link           `json:"Storage"`
+	SecureBoot              Link           `json:"SecureBoot"`
+	Bios                    Link           `json:"Bios"`
 }
 
 // ProcessorSummary is ComputerSystem.ProcessorSummary.
@@ -147,6 +166,7 @@ type Boot struct {
 	BootSourceOverrideEnabledAllowed []BootEnabled `json:"BootSourceOverrideEnabled@Redfish.AllowableValues"`
 	BootSourceOverrideMode           BootMode      `json:"BootSourceOverrideMode"`
 	BootSourceOverrideModeAllowed    []BootMode    `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
+	WriteableProperties              []string      `json:"@Redfish.WriteableProperties,omitempty"`
 }
 
 // SystemLinks is ComputerSystem.Links.
@@ -208,8 +228,11 @@ type Chassis struct {
 
 // ChassisLinks is Chassis.Links.
 type ChassisLinks struct {
-	ComputerSystems []Link `json:"ComputerSystems"`
-	ManagedBy       []Link `json:"ManagedBy"`
+	ComputerSystems []Link `json:"ComputerSystems,omitempty"`
+	ManagedBy       []Link `json:"ManagedBy,omitempty"`
+	// ContainedBy is the hosting node a VM runs on; Contains, on a node, the VMs it hosts.
+	ContainedBy *Link  `json:"ContainedBy,omitempty"`
+	Contains    []Link `json:"Contains,omitempty"`
 }
 
 // SessionService is /redfish/v1/SessionService.

@@ -5,12 +5,18 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 )
 
 // credentialTTL bounds how long a verified Basic credential skips bcrypt.
@@ -31,6 +37,7 @@ type verifiedCred struct {
 	mac     []byte
 	hash    []byte // the bcrypt hash it was checked against: a rotated password invalidates it
 	expires time.Time
+	at      time.Time // when bcrypt last verified it
 }
 
 // dummyHash makes a login for an unknown user cost one bcrypt too, so timing does not tell
@@ -56,7 +63,7 @@ func (a *basicAuth) mac(user, pass string) []byte {
 // Check returns the user for a correct credential, or nil.
 func (a *basicAuth) Check(user, pass string) *config.User {
 	u := a.users()[user]
-	if u == nil {
+	if u == nil || u.Hash == nil {
 		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
 		return nil
 	}
@@ -70,10 +77,29 @@ func (a *basicAuth) Check(user, pass string) *config.User {
 	if bcrypt.CompareHashAndPassword(u.Hash, []byte(pass)) != nil {
 		return nil
 	}
+	now := time.Now()
 	a.mu.Lock()
-	a.verified[user] = verifiedCred{mac: mac, hash: u.Hash, expires: time.Now().Add(credentialTTL)}
+	a.verified[user] = verifiedCred{mac: mac, hash: u.Hash, expires: now.Add(credentialTTL), at: now}
 	a.mu.Unlock()
 	return u
+}
+
+// Known returns the user when this exact credential was verified by bcrypt within maxAge and
+// the password has not changed since; it never runs bcrypt. A lockout of a client address
+// lets such credentials through, so that an attack from a shared address (a NAT, a router)
+// does not lock out the users who keep working from it.
+func (a *basicAuth) Known(user, pass string, maxAge time.Duration) *config.User {
+	u := a.users()[user]
+	if u == nil || u.Hash == nil {
+		return nil
+	}
+	a.mu.RLock()
+	v, ok := a.verified[user]
+	a.mu.RUnlock()
+	if ok && time.Since(v.at) < maxAge && hmac.Equal(v.mac, a.mac(user, pass)) && string(v.hash) == string(u.Hash) {
+		return u
+	}
+	return nil
 }
 
 type ctxKey int
@@ -88,4 +114,137 @@ func withUser(ctx context.Context, u *config.User) context.Context {
 func userOf(ctx context.Context) *config.User {
 	u, _ := ctx.Value(userKey).(*config.User)
 	return u
+}
+
+// recentCredential is how long a verified credential keeps working from a locked client
+// address.
+const recentCredential = time.Hour
+
+// security is the server's authentication state beyond the configuration: the session
+// store (nil without one) and the failed-login limiter.
+type security struct {
+	sessions *sessions.Store
+	lock     *lockout
+}
+
+func newSecurity() *security { return &security{lock: newLockout(time.Now)} }
+
+// SetConfig switches the server to a new configuration, as credential reloads produce. Old
+// passwords stop working with the next request: the Basic cache compares the hash, sessions
+// the credential fingerprint.
+func (s *Server) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
+
+// authenticate returns the user of a request, or nil. An X-Auth-Token takes precedence over
+// Basic credentials: an unknown or expired token fails even when Basic credentials are sent
+// too, so that a client with a stale session logs in again.
+func (s *Server) authenticate(r *http.Request) *config.User {
+	var u *config.User
+	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		noteAuth(r.Context(), "session", "")
+		u = s.tokenUser(r, tok)
+	} else if user, pass, ok := r.BasicAuth(); ok {
+		noteAuth(r.Context(), "basic", "")
+		u = s.verify(r, user, pass)
+	}
+	if u != nil {
+		noteAuditUser(r.Context(), u.Username)
+	}
+	return u
+}
+
+// tokenUser resolves a session token. The session must be live and its user still
+// configured with the credential the session was opened with.
+func (s *Server) tokenUser(r *http.Request, token string) *config.User {
+	if s.sec.sessions == nil {
+		return nil
+	}
+	users := s.cfg.Load().Users
+	var u *config.User
+	sess, ok := s.sec.sessions.Lookup(r.Context(), token, func(sess sessions.Session) bool {
+		u = users[sess.User]
+		return u != nil && u.Hash != nil && u.Fingerprint == sess.Credential
+	})
+	if !ok {
+		return nil
+	}
+	noteAuth(r.Context(), "session", sess.ID)
+	return u
+}
+
+// verify checks a username and password (Basic auth or a session login) under the
+// failed-login limits. A locked (user, client) pair is refused without checking the
+// password; from a locked client address only credentials that verified within
+// recentCredential pass. Locked attempts answer exactly like a wrong password.
+func (s *Server) verify(r *http.Request, user, pass string) *config.User {
+	source := s.clientIP(r)
+	limits := s.cfg.Load().Lockout
+	switch s.sec.lock.check(user, source, limits) {
+	case lockedPair:
+		return nil
+	case lockedPeer:
+		return s.basic.Known(user, pass, recentCredential)
+	}
+	if u := s.basic.Check(user, pass); u != nil {
+		s.sec.lock.succeed(user, source)
+		return u
+	}
+	pairLocked, peerLocked := s.sec.lock.fail(user, source, limits)
+	fields := []zap.Field{zap.String("user", truncate(user, 64)), zap.String("source", source),
+		zap.String("request_id", middleware.GetReqID(r.Context()))}
+	switch {
+	case pairLocked:
+		s.log.Warn("too many failed logins: this user is locked out from this address",
+			append(fields, zap.Duration("for", limits.Duration))...)
+	case peerLocked:
+		s.log.Warn("too many failed logins from this address: only recently verified credentials are accepted from it",
+			append(fields, zap.Duration("for", limits.Duration))...)
+	default:
+		s.log.Info("login failed", fields...)
+	}
+	return nil
+}
+
+// clientIP is the address of the client: the peer, or, when the peer is a trusted proxy, the
+// rightmost X-Forwarded-For address that is not a trusted proxy.
+func (s *Server) clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	proxies := s.cfg.Load().TrustedProxies
+	if ip == nil || !inNets(ip, proxies) {
+		return host
+	}
+	var hops []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(h, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := net.ParseIP(strings.TrimSpace(hops[i]))
+		if hop == nil {
+			break
+		}
+		ip = hop
+		if !inNets(hop, proxies) {
+			break
+		}
+	}
+	return ip.String()
+}
+
+func inNets(ip net.IP, nets []*net.IPNet) bool {
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

@@ -36,8 +36,11 @@ func (s *Server) serviceRoot(w http.ResponseWriter, r *http.Request) {
 		Managers:       redfish.Link{ODataID: redfish.ManagersURI},
 		Chassis:        redfish.Link{ODataID: redfish.ChassisURI},
 		SessionService: redfish.Link{ODataID: redfish.SessionServiceURI},
+		AccountService: redfish.Link{ODataID: redfish.AccountServiceURI},
 		Tasks:          redfish.Link{ODataID: redfish.TaskServiceURI},
 		Links:          redfish.ServiceRootLinks{Sessions: redfish.Link{ODataID: redfish.SessionsURI}},
+
+		ProtocolFeatures: redfish.SupportedProtocolFeatures, // see protocol.go
 	})
 }
 
@@ -67,7 +70,7 @@ func (s *Server) collection(w http.ResponseWriter, r *http.Request, uri, typ, na
 	for i, m := range ms {
 		uris[i] = member(m.ID())
 	}
-	writeJSON(w, http.StatusOK, redfish.NewCollection(uri, typ, name, uris))
+	writeJSONFor(w, r, http.StatusOK, redfish.NewCollection(uri, typ, name, uris))
 }
 
 func (s *Server) systems(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +82,15 @@ func (s *Server) managers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chassisCollection(w http.ResponseWriter, r *http.Request) {
-	s.collection(w, r, redfish.ChassisURI, redfish.TypeChassisColl, "Chassis Collection", chassisURI)
+	ms := s.visible(r)
+	uris := make([]string, 0, len(ms))
+	for _, m := range ms {
+		uris = append(uris, chassisURI(m.ID()))
+	}
+	for _, node := range hostingNodes(ms) {
+		uris = append(uris, chassisURI(nodeChassisID(node)))
+	}
+	writeJSON(w, http.StatusOK, redfish.NewCollection(redfish.ChassisURI, redfish.TypeChassisColl, "Chassis Collection", uris))
 }
 
 func (s *Server) system(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +106,10 @@ func (s *Server) manager(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chassis(w http.ResponseWriter, r *http.Request) {
+	if node, ok := nodeOfChassisID(chi.URLParam(r, "id")); ok {
+		s.nodeChassis(w, r, node)
+		return
+	}
 	if m, ok := s.machine(w, r, "Chassis"); ok {
 		writeJSON(w, http.StatusOK, chassisResource(m))
 	}
@@ -196,23 +211,4 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := backendError(err)
 	logError(s.log, r, e, err)
 	writeError(w, e)
-}
-
-func (s *Server) sessionService(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, redfish.SessionService{
-		ODataID:        redfish.SessionServiceURI,
-		ODataType:      redfish.TypeSessionService,
-		Id:             "SessionService",
-		Name:           "Session Service",
-		ServiceEnabled: true,
-		SessionTimeout: 1800,
-		Status:         redfish.Status{State: "Enabled", Health: "OK"},
-		Sessions:       redfish.Link{ODataID: redfish.SessionsURI},
-	})
-}
-
-// sessions lists the caller's sessions. Session login is not offered yet, so clients such as
-// sushy fall back to Basic authentication.
-func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, redfish.NewCollection(redfish.SessionsURI, redfish.TypeSessionColl, "Session Collection", nil))
 }

@@ -96,6 +96,7 @@ func newHarness(t *testing.T, withSim bool) *harness {
 	}
 	h.client = kubevirt.NewClient(dyn, cfg.Namespaces(), zap.NewNop())
 	require.NoError(t, h.client.Start(ctx))
+	go h.client.RunBackground(ctx)
 	h.server = New(cfg, h.client, zap.NewNop())
 	h.http = httptest.NewServer(h.server)
 	t.Cleanup(h.http.Close)

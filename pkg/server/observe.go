@@ -11,7 +11,10 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 )
 
 // observe records every request: the metrics by route template, and one access log line
@@ -88,6 +91,11 @@ func (s *Server) metricsHandler() http.Handler {
 			}
 		}
 		s.metrics.ImportsRunning.Set(float64(running))
+		s.metrics.SystemInfo.Reset()
+		for _, m := range s.backend.List(func(*virtv1.VirtualMachine) bool { return true }) {
+			f := kubevirt.FactsOf(m)
+			s.metrics.SystemInfo.WithLabelValues(m.ID(), m.VM.Namespace, m.Node(), string(f.PowerState), f.Status.Health).Set(1)
+		}
 		h.ServeHTTP(w, r)
 	})
 }

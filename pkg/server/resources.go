@@ -21,7 +21,7 @@ func systemResource(m kubevirt.Machine) redfish.ComputerSystem {
 	id := m.ID()
 	f := kubevirt.FactsOf(m)
 	uri := systemURI(id)
-	return redfish.ComputerSystem{
+	cs := redfish.ComputerSystem{
 		ODataID:      uri,
 		ODataType:    redfish.TypeComputerSystem,
 		Id:           id,
@@ -54,6 +54,8 @@ func systemResource(m kubevirt.Machine) redfish.ComputerSystem {
 			ResetTypeAllowed: redfish.ResetTypes,
 		}},
 	}
+	addInventory(&cs, m, f)
+	return cs
 }
 
 // managerResource renders the virtual BMC of a machine.
@@ -98,6 +100,7 @@ func chassisResource(m kubevirt.Machine) redfish.Chassis {
 		Links: redfish.ChassisLinks{
 			ComputerSystems: redfish.Links(systemURI(id)),
 			ManagedBy:       redfish.Links(managerURI(id)),
+			ContainedBy:     nodeLink(m.Node()),
 		},
 	}
 }

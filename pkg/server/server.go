@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"sort"
@@ -38,6 +39,7 @@ type Backend interface {
 	InsertMedia(ctx context.Context, ns, name string, req kubevirt.MediaRequest) error
 	EjectMedia(ctx context.Context, ns, name string) error
 	DataVolume(ns, name string) (*cdiv1.DataVolume, bool)
+	SetSettings(ctx context.Context, ns, name string, s kubevirt.Settings) error
 	MediaDataVolumes() []*cdiv1.DataVolume
 	Synced() bool
 }
@@ -54,6 +56,7 @@ type Server struct {
 	router  chi.Router
 	metrics *metrics.Metrics
 	ping    pinger
+	sec     *security
 }
 
 // Option adjusts a Server.
@@ -64,7 +67,7 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics
 
 // New builds a server for cfg over backend.
 func New(cfg *config.Config, backend Backend, log *zap.Logger, opts ...Option) *Server {
-	s := &Server{backend: backend, log: log, metrics: metrics.New()}
+	s := &Server{backend: backend, log: log, metrics: metrics.New(), sec: newSecurity()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -82,11 +85,15 @@ type route struct {
 	pattern string
 	public  bool
 	methods map[string]http.HandlerFunc
+	// open is a method served without credentials (session login).
+	open string
+	// refusal explains, in the 405 of any other method, why the resource cannot be changed.
+	refusal string
 }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.observe, s.recoverer, middleware.StripSlashes)
+	r.Use(middleware.RequestID, s.observe, s.audit, s.recoverer, middleware.StripSlashes, s.protocol, requireJSON)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", s.metricsHandler())
@@ -97,7 +104,7 @@ func (s *Server) routes() chi.Router {
 		{pattern: "/redfish/v1/$metadata", public: true, methods: get(s.metadata)},
 		{pattern: "/redfish/v1/Systems", methods: get(s.systems)},
 		{pattern: "/redfish/v1/Systems/{id}", methods: map[string]http.HandlerFunc{
-			http.MethodGet: s.system, http.MethodPatch: s.patchSystem}},
+			http.MethodGet: s.system, http.MethodPatch: s.patchComputerSystem}},
 		{pattern: "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", methods: post(s.reset)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia", methods: get(s.mediaCollection)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}", methods: get(s.media)},
@@ -108,12 +115,21 @@ func (s *Server) routes() chi.Router {
 		{pattern: "/redfish/v1/Managers/{id}/VirtualMedia", methods: get(s.mediaCollection)},
 		{pattern: "/redfish/v1/Chassis", methods: get(s.chassisCollection)},
 		{pattern: "/redfish/v1/Chassis/{id}", methods: get(s.chassis)},
-		{pattern: "/redfish/v1/SessionService", methods: get(s.sessionService)},
-		{pattern: "/redfish/v1/SessionService/Sessions", methods: get(s.sessions)},
+		{pattern: "/redfish/v1/SessionService", methods: get(s.sessionService), refusal: sessionServiceRefusal},
+		{pattern: "/redfish/v1/SessionService/Sessions", methods: s.loginMethods(get(s.sessions)), open: http.MethodPost},
+		{pattern: "/redfish/v1/SessionService/Sessions/Members", methods: s.loginMethods(nil), open: http.MethodPost},
+		{pattern: "/redfish/v1/SessionService/Sessions/{sid}", methods: map[string]http.HandlerFunc{
+			http.MethodGet: s.session, http.MethodDelete: s.logout}},
+		{pattern: "/redfish/v1/AccountService", methods: get(s.accountService), refusal: accountsRefusal},
+		{pattern: "/redfish/v1/AccountService/Accounts", methods: get(s.accounts), refusal: accountsRefusal},
+		{pattern: "/redfish/v1/AccountService/Accounts/{account}", methods: get(s.account), refusal: accountsRefusal},
+		{pattern: "/redfish/v1/AccountService/Roles", methods: get(s.roles), refusal: accountsRefusal},
+		{pattern: "/redfish/v1/AccountService/Roles/{role}", methods: get(s.role), refusal: accountsRefusal},
 		{pattern: "/redfish/v1/TaskService", methods: get(s.taskService)},
 		{pattern: "/redfish/v1/TaskService/Tasks", methods: get(s.tasks)},
 		{pattern: "/redfish/v1/TaskService/Tasks/{id}", methods: get(s.task)},
 	}
+	table = append(table, s.inventoryRoutes()...)
 	for _, rt := range table {
 		r.Handle(rt.pattern, s.dispatch(rt))
 	}
@@ -145,7 +161,7 @@ func (s *Server) dispatch(rt route) http.Handler {
 	allow := strings.Join(allowed, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		if !rt.public {
+		if !rt.public && (rt.open != r.Method || rt.methods[r.Method] == nil) {
 			u := s.authenticate(r)
 			if u == nil {
 				writeError(w, redfish.NoValidSession())
@@ -161,7 +177,7 @@ func (s *Server) dispatch(rt route) http.Handler {
 		}
 		h := rt.methods[method]
 		if h == nil {
-			writeError(w, redfish.OperationNotAllowed())
+			writeError(w, redfish.OperationNotAllowedBecause(rt.refusal))
 			return
 		}
 		h(w, r)
@@ -172,14 +188,6 @@ func (s *Server) dispatch(rt route) http.Handler {
 type headWriter struct{ http.ResponseWriter }
 
 func (h headWriter) Write(b []byte) (int, error) { return len(b), nil }
-
-func (s *Server) authenticate(r *http.Request) *config.User {
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		return nil
-	}
-	return s.basic.Check(user, pass)
-}
 
 // recoverer turns a panic into a 500 error envelope; it never reaches the client raw.
 func (s *Server) recoverer(next http.Handler) http.Handler {
@@ -195,6 +203,70 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// requireJSON answers 415 to a request whose body is declared as anything but JSON: Redfish
+// bodies are JSON (DSP0266), and a form-encoded (curl -d) or XML body must not be read as one.
+// A request without a body needs no Content-Type (sushy POSTs EjectMedia with neither), and a
+// body without a Content-Type is read as JSON.
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		body := r.ContentLength != 0 && (r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut)
+		if ct != "" && body && strings.HasPrefix(r.URL.Path, "/redfish") {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				writeError(w, unsupportedMediaType(ct))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unsupportedMediaType is the 415 of a body that is not JSON (Base HeaderInvalid).
+func unsupportedMediaType(ct string) *redfish.Error {
+	e := redfish.MalformedJSON()
+	e.Status = http.StatusUnsupportedMediaType
+	m := &e.Messages[0]
+	m.MessageID = redfish.BaseRegistry + ".HeaderInvalid"
+	m.MessageArgs = []string{"Content-Type: " + truncate(ct, 64)}
+	m.Message = "Header '" + m.MessageArgs[0] + "' is invalid. Request bodies are JSON: send Content-Type: application/json."
+	m.Severity, m.MessageSeverity = "Critical", "Critical"
+	m.Resolution = "Resubmit the request with a valid request header."
+	m.RelatedProperties = nil
+	return e
+}
+
+// Limits bound what one client connection may hold: a slowloris client that trickles its
+// headers or body, or never reads the response, is cut off, and an idle keep-alive
+// connection is closed.
+type Limits struct {
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers (431 past it).
+	MaxHeaderBytes int
+}
+
+// DefaultLimits are the production limits. WriteTimeout leaves room for the longest action
+// (writeTimeout) after a body read within ReadTimeout.
+var DefaultLimits = Limits{
+	ReadHeaderTimeout: 10 * time.Second,
+	ReadTimeout:       30 * time.Second,
+	WriteTimeout:      60 * time.Second,
+	IdleTimeout:       120 * time.Second,
+	MaxHeaderBytes:    64 << 10,
+}
+
+// HTTPServer returns an http.Server for h on addr under the limits l.
+func HTTPServer(addr string, h http.Handler, l Limits) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
 }
 
 // readBody reads a bounded request body.

@@ -242,3 +242,30 @@ func TestMediaStateSurvivesRestart(t *testing.T) {
 	assert.Equal(t, url, restarted.get("/redfish/v1/Systems/tenant-a.cp-2/VirtualMedia/Cd")["Image"])
 	waitTask(t, restarted, "cp-2", "Completed")
 }
+
+// An image cache no VM uses any more is deleted after the retention period, with its
+// credentials; one still in use is kept.
+func TestUnusedImageCacheIsCollected(t *testing.T) {
+	s := stack.Start(t, stack.Options{CacheRetention: 2 * time.Second})
+	c := client(t, s.URL, stack.Admin)
+	img := newImageServer(t, 1<<20)
+	used, dropped := img.URL+"/kept.iso", img.URL+"/dropped.iso"
+	insert(t, c, "tenant-a.cp-0", used)
+	code, body := c.do(http.MethodPost, "/redfish/v1/Systems/tenant-a.cp-1/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia",
+		map[string]any{"Image": dropped, "UserName": "ironic", "Password": "s3cret"})
+	require.Equal(t, http.StatusNoContent, code, "%v", body)
+	waitTask(t, c, "cp-0", "Completed")
+	waitTask(t, c, "cp-1", "Completed")
+	eject(t, c, "tenant-a.cp-1")
+
+	ctx := context.Background()
+	dvs := s.Dyn.Resource(kubevirt.DataVolumeResource).Namespace("tenant-a")
+	secret := kubevirt.CacheDataVolumeName(dropped) + "-auth"
+	eventually(t, "the unused cache and its credentials deleted", func() bool {
+		_, dvErr := dvs.Get(ctx, kubevirt.CacheDataVolumeName(dropped), metav1.GetOptions{})
+		_, secErr := s.Dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace("tenant-a").Get(ctx, secret, metav1.GetOptions{})
+		return dvErr != nil && secErr != nil
+	})
+	_, err := dvs.Get(ctx, kubevirt.CacheDataVolumeName(used), metav1.GetOptions{})
+	assert.NoError(t, err, "a cache in use stays")
+}

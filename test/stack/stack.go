@@ -43,6 +43,9 @@ type Options struct {
 	Sim sim.Options
 	// Config replaces the default configuration (Config).
 	Config *config.Config
+	// CacheRetention, when set, is how long servers keep unused image caches (swept every
+	// tenth of that).
+	CacheRetention time.Duration
 }
 
 // Replica is one running server of the stack.
@@ -68,6 +71,7 @@ type Stack struct {
 	First *Replica
 	cfg   *config.Config
 	ctx   context.Context
+	opts  Options
 }
 
 // Start brings up the apiserver, the demo VMs (tenant-a/cp-0..2, tenant-b/cp-0, all off), the
@@ -105,7 +109,7 @@ func Start(t testing.TB, opts Options) *Stack {
 	if cfg == nil {
 		cfg = Config(t)
 	}
-	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: cfg, ctx: ctx}
+	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: cfg, ctx: ctx, opts: opts}
 	if err := s.Sim.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +135,9 @@ func (s *Stack) AddReplica(t testing.TB) *Replica {
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), core))
 	client := kubevirt.NewClient(dyn, s.cfg.Namespaces(), log)
+	if s.opts.CacheRetention > 0 {
+		client.CacheRetention, client.SweepInterval = s.opts.CacheRetention, s.opts.CacheRetention/10
+	}
 	if err := client.Start(s.ctx); err != nil {
 		t.Fatal(err)
 	}
