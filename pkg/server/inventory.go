@@ -67,7 +67,7 @@ func (s *Server) inventoryRoutes() []route {
 var enabledOK = redfish.Status{State: "Enabled", Health: "OK"}
 
 // addInventory adds to a ComputerSystem its inventory links, firmware version and indicator.
-func addInventory(cs *redfish.ComputerSystem, m kubevirt.Machine, f kubevirt.Facts) {
+func addInventory(cs *redfish.ComputerSystem, m kubevirt.Machine) {
 	id := m.ID()
 	led := kubevirt.IndicatorLEDOf(m.VM)
 	cs.BiosVersion = kubevirt.BiosVersion(kubevirt.CurrentFirmwareOf(m))
@@ -926,10 +926,13 @@ func decodeSystemSettings(obj map[string]any) (kubevirt.Settings, *redfish.Error
 	if changes {
 		restBody, _ := json.Marshal(rest)
 		boot, rerr := decodeSystemPatch(restBody)
-		if rerr != nil {
-			errs = append(errs, rerr)
-		} else {
+		switch {
+		case rerr == nil:
 			out.Boot = &boot
+		case len(rerr.Messages) == 1 && strings.HasSuffix(rerr.Messages[0].MessageID, ".EmptyJSON"):
+			// "Boot": {} next to the indicator changes nothing; the request is not empty.
+		default:
+			errs = append(errs, rerr)
 		}
 	}
 	if len(errs) > 0 {

@@ -490,6 +490,7 @@ func TestIndicatorLEDRoundTrip(t *testing.T) {
 		{`{"LocationIndicatorActive":true}`, redfish.LEDLit, true},
 		{`{"IndicatorLED":"Off","LocationIndicatorActive":false}`, redfish.LEDOff, false},
 		{`{"IndicatorLED":"Blinking","LocationIndicatorActive":true,"@odata.etag":"ignored"}`, redfish.LEDBlinking, true},
+		{`{"IndicatorLED":"Lit","Boot":{},"IndicatorLED@Redfish.AllowableValues":["Lit"]}`, redfish.LEDLit, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.body, func(t *testing.T) {

@@ -51,25 +51,12 @@ func describedBy(body []byte) string {
 	return "<" + schemaBase + schema + ".json>; rel=describedby"
 }
 
-// routedMethods are the methods chi routes.
-var routedMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
-	http.MethodDelete: true, http.MethodOptions: true, http.MethodConnect: true, http.MethodTrace: true,
-}
-
 // protocol is the middleware that applies the request rules above.
 func (s *Server) protocol(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/redfish") {
 			next.ServeHTTP(w, r)
 			return
-		}
-		if !routedMethods[r.Method] {
-			// chi answers methods it does not know (FAKEMETHODFORTEST) with a bare 405 before
-			// routing. Route them as CONNECT, which no resource has, so dispatch answers with
-			// the resource's Allow header and the Redfish error envelope.
-			r = r.Clone(r.Context())
-			r.Method = http.MethodConnect
 		}
 		if v := r.Header.Get("OData-Version"); v != "" && v != "4.0" {
 			writeError(w, redfish.UnsupportedODataVersion(v))

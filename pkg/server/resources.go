@@ -54,7 +54,7 @@ func systemResource(m kubevirt.Machine) redfish.ComputerSystem {
 			ResetTypeAllowed: redfish.ResetTypes,
 		}},
 	}
-	addInventory(&cs, m, f)
+	addInventory(&cs, m)
 	return cs
 }
 
