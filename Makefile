@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GO ?= go
 
-.PHONY: all build run tools deps test test-unit test-integration vet fmt clean
+.PHONY: all build run tools deps test test-unit test-integration vet fmt clean conformance
 
 all: build
 
@@ -33,6 +33,11 @@ test-unit:
 
 test-integration:
 	eval "$$(hack/tools.sh env)" && $(GO) test -count=1 -timeout 30m -v ./test/...
+
+# The DMTF Service, Protocol and Interop (Ironic profile) validators against the demo and the
+# real-apiserver backends on 127.0.0.1; see docs/conformance.md. Exits 4 when the tools are absent.
+conformance:
+	hack/conformance.sh $(BACKENDS)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
