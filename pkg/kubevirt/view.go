@@ -84,7 +84,12 @@ func firmwareUUID(m Machine, domain virtv1.DomainSpec) string {
 	if m.VMI != nil && m.VMI.Spec.Domain.Firmware != nil && m.VMI.Spec.Domain.Firmware.UUID != "" {
 		return string(m.VMI.Spec.Domain.Firmware.UUID)
 	}
-	return uuid.NewSHA1(firmwareNamespace, []byte(m.VM.Name)).String()
+	return DerivedFirmwareUUID(m.VM.Name)
+}
+
+// DerivedFirmwareUUID is the firmware UUID KubeVirt gives a VM named name that sets none.
+func DerivedFirmwareUUID(name string) string {
+	return uuid.NewSHA1(firmwareNamespace, []byte(name)).String()
 }
 
 // cpuTopology returns sockets, total cores and total threads. Without a topology KubeVirt

@@ -258,9 +258,10 @@ func TestStorageOverHTTP(t *testing.T) {
 	resp, body := h.do(http.MethodGet, drive+"root", "alice", "", nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 
-	// The demo VMs boot a containerDisk: its size is unknown, so no drive is listed.
+	// The demo VMs' root disk comes from a 120 GiB DataVolume template.
 	demo := h.getJSON(sys(cpA0)+"/Storage/1", "admin")
-	assert.Equal(t, []any{}, demo["Drives"])
+	assert.Equal(t, []any{map[string]any{"@odata.id": "/redfish/v1/Chassis/" + cpA0 + "/Drives/rootdisk"}}, demo["Drives"])
+	assert.Equal(t, float64(120<<30), h.getJSON("/redfish/v1/Chassis/"+cpA0+"/Drives/rootdisk", "admin")["CapacityBytes"])
 	assert.NotEmpty(t, memberIDs(h.getJSON(sys(cpA0)+"/Storage/1/Controllers", "admin")), "never an empty controller list for a VM with disks")
 }
 

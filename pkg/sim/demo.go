@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,12 +12,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	virtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 )
 
 // ControlPlaneVM returns a VirtualMachine shaped like a virtualized OpenShift control-plane
-// node: pinned MAC and firmware UUID, a root disk, a pod network interface, powered off.
+// node: pinned MAC and firmware UUID, an empty 120 GiB root disk from a DataVolume template, a
+// pod network interface, powered off.
 func ControlPlaneVM(ns, name string, index int) *virtv1.VirtualMachine {
 	halted := virtv1.RunStrategyHalted
 	return &virtv1.VirtualMachine{
@@ -28,6 +31,16 @@ func ControlPlaneVM(ns, name string, index int) *virtv1.VirtualMachine {
 		},
 		Spec: virtv1.VirtualMachineSpec{
 			RunStrategy: &halted,
+			// An empty 120 GiB root disk, as installers expect of a control-plane node.
+			DataVolumeTemplates: []virtv1.DataVolumeTemplateSpec{{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-rootdisk"},
+				Spec: cdiv1.DataVolumeSpec{
+					Source: &cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}},
+					Storage: &cdiv1.StorageSpec{Resources: corev1.VolumeResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("120Gi")},
+					}},
+				},
+			}},
 			Template: &virtv1.VirtualMachineInstanceTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"cluster": ns, "role": "control-plane"}},
 				Spec: virtv1.VirtualMachineInstanceSpec{
@@ -49,7 +62,7 @@ func ControlPlaneVM(ns, name string, index int) *virtv1.VirtualMachine {
 					},
 					Networks: []virtv1.Network{{Name: "default", NetworkSource: virtv1.NetworkSource{Pod: &virtv1.PodNetwork{}}}},
 					Volumes: []virtv1.Volume{{Name: "rootdisk", VolumeSource: virtv1.VolumeSource{
-						ContainerDisk: &virtv1.ContainerDiskSource{Image: "quay.io/containerdisks/fedora:latest"},
+						DataVolume: &virtv1.DataVolumeSource{Name: name + "-rootdisk"},
 					}}},
 				},
 			},

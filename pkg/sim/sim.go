@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	virtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 )
@@ -287,14 +288,16 @@ func (s *Simulator) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) er
 	if vm.Spec.Template == nil {
 		return nil
 	}
+	if err := s.ensureTemplateDataVolumes(ctx, vm); err != nil {
+		return err
+	}
 	spec := vm.Spec.Template.Spec.DeepCopy()
 	if spec.Domain.Firmware == nil {
 		spec.Domain.Firmware = &virtv1.Firmware{}
 	}
 	if spec.Domain.Firmware.UUID == "" {
 		// virt-controller gives every VMI of a VM the same stable firmware UUID.
-		sum := sha256.Sum256([]byte(vm.UID))
-		spec.Domain.Firmware.UUID = types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]))
+		spec.Domain.Firmware.UUID = types.UID(kubevirt.DerivedFirmwareUUID(vm.Name))
 	}
 	vmi := &virtv1.VirtualMachineInstance{
 		TypeMeta: metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
@@ -324,6 +327,30 @@ func (s *Simulator) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) er
 		return err
 	}
 	s.queue.AddAfter(vm.Namespace+"/"+vm.Name, s.opts.BootDelay)
+	return nil
+}
+
+// ensureTemplateDataVolumes creates the DataVolumes of the VM's dataVolumeTemplates, owned by
+// the VM, as virt-controller does before it starts the VM.
+func (s *Simulator) ensureTemplateDataVolumes(ctx context.Context, vm *virtv1.VirtualMachine) error {
+	for _, tpl := range vm.Spec.DataVolumeTemplates {
+		dv := &cdiv1.DataVolume{
+			TypeMeta: metav1.TypeMeta{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: tpl.Name, Namespace: vm.Namespace, Labels: tpl.Labels, Annotations: tpl.Annotations,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)},
+			},
+			Spec: tpl.Spec,
+		}
+		u, err := ToUnstructured(dv)
+		if err != nil {
+			return err
+		}
+		_, err = s.dyn.Resource(kubevirt.DataVolumeResource).Namespace(vm.Namespace).Create(ctx, u, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
 	return nil
 }
 
