@@ -100,6 +100,7 @@ func run(o options) error {
 	m := metrics.New()
 	client := kubevirt.NewClient(dyn, cfg.Namespaces(), log)
 	client.UseMetrics(m)
+	client.CDROMHotplug = cfg.Media.Hotplug
 	started := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return err

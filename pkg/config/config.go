@@ -85,6 +85,10 @@ type MediaFile struct {
 	// subdomains) and CIDRs; empty allows any host.
 	AllowedHosts []string               `yaml:"allowedHosts"`
 	Namespaces   map[string]StorageFile `yaml:"namespaces"`
+	// Hotplug swaps media of running VMs at once through KubeVirt's declarative volume hotplug
+	// (KubeVirt >= 1.6 with the DeclarativeHotplugVolumes feature gate); otherwise media
+	// changes apply at the VM's next start.
+	Hotplug bool `yaml:"hotplug"`
 }
 
 // StorageFile is the storage of imported images. Empty fields inherit.
@@ -176,6 +180,7 @@ type Media struct {
 	Namespaces   map[string]Storage
 	AllowedHosts []string
 	AllowedNets  []*net.IPNet
+	Hotplug      bool
 }
 
 // Storage is compiled StorageFile.
@@ -459,7 +464,7 @@ func compileSecurity(f *File, c *Config, errs []error) []error {
 }
 
 func compileMedia(mf MediaFile, errs []error) (Media, []error) {
-	m := Media{Namespaces: map[string]Storage{}}
+	m := Media{Namespaces: map[string]Storage{}, Hotplug: mf.Hotplug}
 	m.Default, errs = compileStorage("media", mf.StorageFile, Storage{}, errs)
 	for ns, sf := range mf.Namespaces {
 		m.Namespaces[ns], errs = compileStorage("media.namespaces."+ns, sf, m.Default, errs)

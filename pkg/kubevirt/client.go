@@ -61,6 +61,9 @@ type Client struct {
 	// CacheRetention is how long an unused image cache DataVolume is kept, and SweepInterval
 	// how often unused ones are looked for.
 	CacheRetention, SweepInterval time.Duration
+	// CDROMHotplug uses KubeVirt's declarative volume hotplug for virtual media, so a running
+	// VM sees an insert or eject at once (the cluster must enable DeclarativeHotplugVolumes).
+	CDROMHotplug bool
 }
 
 type nsCache struct {

@@ -193,13 +193,22 @@ func withMedia(vm *virtv1.VirtualMachine, dv string) *virtv1.VirtualMachine {
 // changes: the CD-ROM disk and its volume, the media annotation, and boot orders recomputed over
 // the new device list so that a Cd override selects the new CD-ROM. Operations address single
 // list members, so fields of newer KubeVirt versions on other disks survive.
-func (p *jsonPatch) setMedia(vm *virtv1.VirtualMachine, image, dv string) {
+//
+// With hotplug (KubeVirt's DeclarativeHotplugVolumes), the volume is marked hotpluggable and an
+// eject keeps the CD-ROM disk as an empty tray, so that KubeVirt can swap the media of a running
+// VM; without it, both leave the VM and changes apply at the next start.
+func (p *jsonPatch) setMedia(vm *virtv1.VirtualMachine, image, dv string, hotplug bool) {
 	mediaKey := "disk/" + MediaDevice
+	keepDisk := dv != "" || hotplug
+	next := withMedia(vm, dv)
+	if keepDisk {
+		next = withMedia(vm, MediaDevice) // only the device list matters here
+	}
 	var orders map[string]uint
 	if s := readBootState(vm); s != nil {
-		orders = ComputeOrders(devices(withMedia(vm, dv)), s.Target, s.Original)
+		orders = ComputeOrders(devices(next), s.Target, s.Original)
 	}
-	if dv == "" {
+	if !keepDisk {
 		delete(orders, mediaKey)
 	}
 	p.setBootOrders(vm, orders) // index-addressed: before any removal shifts the lists
@@ -215,8 +224,16 @@ func (p *jsonPatch) setMedia(vm *virtv1.VirtualMachine, image, dv string) {
 			volIdx = i
 		}
 	}
+	media := withMedia(&virtv1.VirtualMachine{Spec: virtv1.VirtualMachineSpec{Template: &virtv1.VirtualMachineInstanceTemplateSpec{}}}, MediaDevice)
+	disk, vol := media.Spec.Template.Spec.Domain.Devices.Disks[0], media.Spec.Template.Spec.Volumes[0]
+	if o := orders[mediaKey]; o > 0 {
+		disk.BootOrder = &o
+	}
+	if diskIdx < 0 && keepDisk {
+		p.add(domainPath+"/devices/disks/-", disk)
+	}
 	if dv == "" {
-		if diskIdx >= 0 {
+		if diskIdx >= 0 && !keepDisk {
 			p.remove(domainPath + "/devices/disks/" + itoa(diskIdx))
 		}
 		if volIdx >= 0 {
@@ -227,14 +244,7 @@ func (p *jsonPatch) setMedia(vm *virtv1.VirtualMachine, image, dv string) {
 		}
 		return
 	}
-	media := withMedia(&virtv1.VirtualMachine{Spec: virtv1.VirtualMachineSpec{Template: &virtv1.VirtualMachineInstanceTemplateSpec{}}}, dv)
-	disk, vol := media.Spec.Template.Spec.Domain.Devices.Disks[0], media.Spec.Template.Spec.Volumes[0]
-	if o := orders[mediaKey]; o > 0 {
-		disk.BootOrder = &o
-	}
-	if diskIdx < 0 {
-		p.add(domainPath+"/devices/disks/-", disk)
-	}
+	vol.DataVolume = &virtv1.DataVolumeSource{Name: dv, Hotpluggable: hotplug}
 	if volIdx < 0 {
 		p.add("/spec/template/spec/volumes/-", vol)
 	} else {

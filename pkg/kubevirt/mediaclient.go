@@ -71,7 +71,7 @@ func (c *Client) InsertMedia(ctx context.Context, ns, name string, req MediaRequ
 	}
 	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
 		p := newVMPatch(cur.VM)
-		p.setMedia(cur.VM, req.Image, dv.Name)
+		p.setMedia(cur.VM, req.Image, dv.Name, c.CDROMHotplug)
 		return p
 	})
 	if err != nil {
@@ -96,7 +96,7 @@ func (c *Client) EjectMedia(ctx context.Context, ns, name string) error {
 	cur := MediaOf(m)
 	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
 		p := newVMPatch(cur.VM)
-		p.setMedia(cur.VM, "", "")
+		p.setMedia(cur.VM, "", "", c.CDROMHotplug)
 		return p
 	})
 	if err != nil || cur.DataVolume == "" {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,6 +40,9 @@ type Options struct {
 	BootDelay time.Duration
 	// ShutdownDelay is how long a guest takes to shut down when asked to stop gracefully.
 	ShutdownDelay time.Duration
+	// DeclarativeHotplug plays KubeVirt's DeclarativeHotplugVolumes feature gate: a
+	// hotpluggable volume added to or removed from a running VM's CD-ROM reaches its VMI.
+	DeclarativeHotplug bool
 	// CDI tunes the CDI importer and garbage collector simulation (cdi.go, gc.go).
 	CDI CDIOptions
 }
@@ -216,6 +220,11 @@ func (s *Simulator) sync(ctx context.Context, key string) error {
 		if err := s.advance(ctx, key, vm, vmi); err != nil {
 			return err
 		}
+		if s.opts.DeclarativeHotplug {
+			if err := s.hotplugCDROMs(ctx, vm, vmi); err != nil {
+				return err
+			}
+		}
 	}
 	return s.updateVMStatus(ctx, vm, vmi, rs)
 }
@@ -328,6 +337,47 @@ func (s *Simulator) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) er
 	}
 	s.queue.AddAfter(vm.Namespace+"/"+vm.Name, s.opts.BootDelay)
 	return nil
+}
+
+// hotplugCDROMs brings a running VMI's CD-ROM volumes in line with the VM's hotpluggable ones:
+// media swapped into or out of a CD-ROM the VMI booted with.
+func (s *Simulator) hotplugCDROMs(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance) error {
+	cdroms := map[string]bool{}
+	for _, d := range vmi.Spec.Domain.Devices.Disks {
+		if d.CDRom != nil {
+			cdroms[d.Name] = true
+		}
+	}
+	want := map[string]virtv1.Volume{}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if cdroms[v.Name] && v.DataVolume != nil && v.DataVolume.Hotpluggable {
+			want[v.Name] = v
+		}
+	}
+	var vols []virtv1.Volume
+	changed := false
+	for _, v := range vmi.Spec.Volumes {
+		w, ok := want[v.Name]
+		switch {
+		case !cdroms[v.Name]:
+			vols = append(vols, v)
+		case ok:
+			changed = changed || !equality.Semantic.DeepEqual(v, w)
+			vols = append(vols, w)
+			delete(want, v.Name)
+		case v.DataVolume != nil && v.DataVolume.Hotpluggable:
+			changed = true // ejected
+		default:
+			vols = append(vols, v)
+		}
+	}
+	for _, w := range want {
+		vols, changed = append(vols, w), true // inserted into an empty tray
+	}
+	if !changed {
+		return nil
+	}
+	return s.patchVMI(ctx, vmi, map[string]any{"spec": map[string]any{"volumes": vols}}, false)
 }
 
 // ensureTemplateDataVolumes creates the DataVolumes of the VM's dataVolumeTemplates, owned by

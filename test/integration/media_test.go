@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
 
@@ -268,4 +269,56 @@ func TestUnusedImageCacheIsCollected(t *testing.T) {
 	})
 	_, err := dvs.Get(ctx, kubevirt.CacheDataVolumeName(used), metav1.GetOptions{})
 	assert.NoError(t, err, "a cache in use stays")
+}
+
+// With declarative hotplug, a VM that booted with an empty tray gets its media at once.
+func TestMediaHotplugIntoRunningVM(t *testing.T) {
+	s := stack.Start(t, stack.Options{Sim: sim.Options{DeclarativeHotplug: true}})
+	c := client(t, s.URL, stack.Admin)
+	img := newImageServer(t, 1<<20)
+	const id = "tenant-a.cp-0"
+	// Insert and eject while off: the CD-ROM stays as an empty tray.
+	insert(t, c, id, img.URL+"/first.iso")
+	eject(t, c, id)
+	c.reset(id, "On")
+	c.waitPower(id, "On")
+
+	url := img.URL + "/live.iso"
+	insert(t, c, id, url)
+	eventually(t, "the media in the running VMI", func() bool {
+		return kubevirt.MediaOf(kubevirt.Machine{VM: apiVM(t, s, "tenant-a", "cp-0"), VMI: apiVMI(t, s, "tenant-a", "cp-0")}).PendingRestart == false &&
+			c.get("/redfish/v1/Systems/" + id + "/VirtualMedia/Cd")["Status"].(map[string]any)["State"] == "Enabled"
+	})
+	dv := kubevirt.MediaOf(kubevirt.Machine{VM: apiVM(t, s, "tenant-a", "cp-0")}).DataVolume
+	found := false
+	for _, v := range apiVMI(t, s, "tenant-a", "cp-0").Spec.Volumes {
+		found = found || (v.DataVolume != nil && v.DataVolume.Name == dv && v.DataVolume.Hotpluggable)
+	}
+	assert.True(t, found, "the running VMI has the hotplugged volume")
+
+	eject(t, c, id)
+	eventually(t, "the media gone from the running VMI", func() bool {
+		for _, v := range apiVMI(t, s, "tenant-a", "cp-0").Spec.Volumes {
+			if v.Name == kubevirt.MediaDevice {
+				return false
+			}
+		}
+		return true
+	})
+	assert.Equal(t, "On", c.powerState(id), "media changes never touch power")
+}
+
+// Without hotplug, media inserted into a running VM waits for its next start, and says so.
+func TestMediaChangeOfRunningVMIsPending(t *testing.T) {
+	s := stack.Start(t, stack.Options{})
+	c := client(t, s.URL, stack.Admin)
+	img := newImageServer(t, 1<<20)
+	const id = "tenant-a.cp-1"
+	c.reset(id, "On")
+	c.waitPower(id, "On")
+	insert(t, c, id, img.URL+"/later.iso")
+	media := c.get("/redfish/v1/Systems/" + id + "/VirtualMedia/Cd")
+	assert.Equal(t, true, media["Inserted"])
+	assert.Equal(t, "StandbyOffline", media["Status"].(map[string]any)["State"])
+	assert.Contains(t, media["Description"], "next power on")
 }

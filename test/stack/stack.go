@@ -135,6 +135,7 @@ func (s *Stack) AddReplica(t testing.TB) *Replica {
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), core))
 	client := kubevirt.NewClient(dyn, s.cfg.Namespaces(), log)
+	client.CDROMHotplug = s.opts.Sim.DeclarativeHotplug
 	if s.opts.CacheRetention > 0 {
 		client.CacheRetention, client.SweepInterval = s.opts.CacheRetention, s.opts.CacheRetention/10
 	}
