@@ -140,36 +140,24 @@ func ifMatch(r *http.Request, current any) bool {
 	return false
 }
 
-func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "ComputerSystem")
+// patchable resolves a PATCH before its body is decoded: the machine the caller may see, a
+// role that may write, If-Match against the current representation, and the bounded body. On
+// any failure it has answered the request and ok is false.
+func (s *Server) patchable(w http.ResponseWriter, r *http.Request, typ string, current func(kubevirt.Machine) any) (m kubevirt.Machine, body []byte, ok bool) {
+	m, ok = s.machine(w, r, typ)
 	if !ok || !mayWrite(w, r) {
-		return
+		return m, nil, false
 	}
-	if !ifMatch(r, systemResource(m)) {
+	if !ifMatch(r, current(m)) {
 		writeError(w, redfish.PreconditionFailed())
-		return
+		return m, nil, false
 	}
 	body, rerr := readBody(w, r)
 	if rerr != nil {
 		writeError(w, rerr)
-		return
+		return m, nil, false
 	}
-	req, rerr := decodeSystemPatch(body)
-	if rerr != nil {
-		writeError(w, rerr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
-	defer cancel()
-	err := s.backend.SetBoot(ctx, m.VM.Namespace, m.VM.Name, req)
-	s.countAction("Boot", err)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if m, ok = s.machine(w, r, "ComputerSystem"); ok {
-		writeJSON(w, http.StatusOK, systemResource(m))
-	}
+	return m, body, true
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {

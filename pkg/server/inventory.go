@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -594,17 +592,8 @@ func secureBootNeedsUEFI() *redfish.Error {
 }
 
 func (s *Server) patchSecureBoot(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "SecureBoot")
-	if !ok || !mayWrite(w, r) {
-		return
-	}
-	if !ifMatch(r, secureBootResource(m)) {
-		writeError(w, redfish.PreconditionFailed())
-		return
-	}
-	body, rerr := readBody(w, r)
-	if rerr != nil {
-		writeError(w, rerr)
+	m, body, ok := s.patchable(w, r, "SecureBoot", func(m kubevirt.Machine) any { return secureBootResource(m) })
+	if !ok {
 		return
 	}
 	enable, rerr := decodeSecureBootPatch(body)
@@ -807,17 +796,8 @@ func decodeApplyTime(v any) []*redfish.Error {
 }
 
 func (s *Server) patchBiosSettings(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "Bios")
-	if !ok || !mayWrite(w, r) {
-		return
-	}
-	if !ifMatch(r, biosSettingsResource(m)) {
-		writeError(w, redfish.PreconditionFailed())
-		return
-	}
-	body, rerr := readBody(w, r)
-	if rerr != nil {
-		writeError(w, rerr)
+	m, body, ok := s.patchable(w, r, "Bios", func(m kubevirt.Machine) any { return biosSettingsResource(m) })
+	if !ok {
 		return
 	}
 	mode, secure, rerr := decodeBiosSettingsPatch(body)
@@ -862,33 +842,16 @@ func biosSecureBootNeedsUEFI() *redfish.Error {
 
 // --- ComputerSystem PATCH: boot override and indicator LED ---
 
-// patchComputerSystem extends the ComputerSystem PATCH with the indicator LED. A body without
-// IndicatorLED or LocationIndicatorActive is handled by patchSystem exactly as before; with
-// them, LED and boot changes are validated together and applied as one patch.
+// patchComputerSystem applies a ComputerSystem PATCH: the boot override and the indicator
+// LED, validated together and written as one patch.
 func (s *Server) patchComputerSystem(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "ComputerSystem")
-	if !ok || !mayWrite(w, r) {
-		return
-	}
-	if !ifMatch(r, systemResource(m)) {
-		writeError(w, redfish.PreconditionFailed())
-		return
-	}
-	body, rerr := readBody(w, r)
-	if rerr != nil {
-		writeError(w, rerr)
+	m, body, ok := s.patchable(w, r, "ComputerSystem", func(m kubevirt.Machine) any { return systemResource(m) })
+	if !ok {
 		return
 	}
 	obj, rerr := decodeObject(body)
 	if rerr != nil {
 		writeError(w, rerr)
-		return
-	}
-	_, hasLED := obj["IndicatorLED"]
-	_, hasLocation := obj["LocationIndicatorActive"]
-	if !hasLED && !hasLocation {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		s.patchSystem(w, r)
 		return
 	}
 	settings, rerr := decodeSystemSettings(obj)
@@ -899,7 +862,12 @@ func (s *Server) patchComputerSystem(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
 	err := s.backend.SetSettings(ctx, m.VM.Namespace, m.VM.Name, settings)
-	s.countAction("IndicatorLED", err)
+	if settings.Boot != nil {
+		s.countAction("Boot", err)
+	}
+	if settings.IndicatorLED != nil {
+		s.countAction("IndicatorLED", err)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -937,6 +905,9 @@ func decodeSystemSettings(obj map[string]any) (kubevirt.Settings, *redfish.Error
 	}
 	if len(errs) > 0 {
 		return kubevirt.Settings{}, redfish.Merge(errs)
+	}
+	if out.Boot == nil && out.IndicatorLED == nil {
+		return kubevirt.Settings{}, redfish.EmptyJSON()
 	}
 	return out, nil
 }

@@ -34,7 +34,6 @@ type Backend interface {
 	Get(ns, name string) (kubevirt.Machine, bool)
 	List(keep func(*virtv1.VirtualMachine) bool) []kubevirt.Machine
 	Reset(ctx context.Context, ns, name string, rt redfish.ResetType) error
-	SetBoot(ctx context.Context, ns, name string, req kubevirt.BootRequest) error
 	Ping(ctx context.Context) error
 	InsertMedia(ctx context.Context, ns, name string, req kubevirt.MediaRequest) error
 	EjectMedia(ctx context.Context, ns, name string) error
@@ -93,7 +92,7 @@ type route struct {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.observe, s.audit, s.recoverer, middleware.StripSlashes, s.protocol, requireJSON)
+	r.Use(middleware.RequestID, s.observe, s.audit, s.recoverer, middleware.StripSlashes, s.protocol, requireJSON, unknownMethods)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", s.metricsHandler())
@@ -108,6 +107,7 @@ func (s *Server) routes() chi.Router {
 		{pattern: "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", methods: post(s.reset)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia", methods: get(s.mediaCollection)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}", methods: get(s.media)},
+		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}/InsertMediaActionInfo", methods: get(s.insertMediaInfo)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}/Actions/VirtualMedia.InsertMedia", methods: post(s.insertMedia)},
 		{pattern: "/redfish/v1/Systems/{id}/VirtualMedia/{media}/Actions/VirtualMedia.EjectMedia", methods: post(s.ejectMedia)},
 		{pattern: "/redfish/v1/Managers", methods: get(s.managers)},
@@ -217,6 +217,24 @@ func requireJSON(next http.Handler) http.Handler {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				writeError(w, unsupportedMediaType(ct))
 				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unknownMethods routes a method chi has no table for (PROPFIND, BREW) as TRACE, which no
+// resource serves: the client gets the Redfish 404, or the 405 with Allow, of any other method
+// a resource does not have, instead of chi's bare 405 without Allow. Handlers still see the
+// request's own method.
+func unknownMethods(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+			http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		default:
+			if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RouteMethod == "" {
+				rctx.RouteMethod = http.MethodTrace
 			}
 		}
 		next.ServeHTTP(w, r)
