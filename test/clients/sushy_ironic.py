@@ -19,6 +19,12 @@ Flows:
    System's VirtualMedia collection then fails the run. The images come from
    --image-base-url, or from an HTTP server the script starts itself (--image-bind), which
    serves --image-size bytes slowly so that the import can be watched.
+ * session: sushy's default auto auth with a service that offers sessions: one login
+   (201 + X-Auth-Token), the token and no Authorization header on every later request; then
+   the script POSTs to --session-callback, whose owner ends the session on the server side,
+   and the next System.refresh() must go GET 401, one new login, the same GET 200 with the new
+   token; closing sushy DELETEs the new session and both tokens are dead. --exchange-log FILE
+   gets every exchange (tokens as SHA-256 prefixes), the retry included.
 
 The script prints one JSON line per step ({"step": ..., "ok": true, ...}) and a
 final {"result": "PASS"|"FAIL", ...} line, and exits non-zero on the first failure, with the
@@ -856,6 +862,234 @@ class Run:
             out["image_server"] = self.image_server.stats()
         return out
 
+    # ---- session auth (--flow session) -------------------------------------------------
+    #
+    # sushy's default "auto" auth against a service that offers sessions: one login, the
+    # token on every later request, and after the service ends the session (logout through
+    # the API, the session's Secret deleted, an idle expiry: whatever the Go test chose) a 401,
+    # one new login and one retry of the failed request. The exchanges are watched through a
+    # response hook on sushy's requests.Session (the private Connector._session), because the
+    # retry sushy sends after a re-login bypasses its response_callback. Tokens are never
+    # printed or written: only the first 16 hex digits of their SHA-256 (the service stores
+    # the SHA-256, and labels the session Secret with its first 32 digits).
+
+    @staticmethod
+    def token_id(token):
+        import hashlib
+        return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+    def session_hook(self, response, *args, **kwargs):
+        """Records one exchange of sushy's HTTP session (a requests response hook)."""
+        req = response.request
+        tok = req.headers.get("X-Auth-Token")
+        authz = req.headers.get("Authorization")
+        entry = {
+            "method": req.method,
+            "path": re.sub(r"^https?://[^/]+", "", req.url),
+            "status": response.status_code,
+            "x_auth_token": self.token_id(tok) if tok else None,
+            # Only the scheme ("Basic"), never the credentials.
+            "authorization": authz.split(" ", 1)[0] if authz else None,
+        }
+        new = response.headers.get("X-Auth-Token")
+        if new:
+            entry["new_token"] = self.token_id(new)
+            self.session_tokens[entry["new_token"]] = new
+        if response.headers.get("Location"):
+            entry["location"] = re.sub(r"^https?://[^/]+", "", response.headers["Location"])
+        if response.status_code >= 400:
+            entry["response"] = response.text[:1000]
+        self.session_log_entry(entry)
+
+    def session_log_entry(self, entry):
+        self.session_log.append(entry)
+        if self.args.exchange_log:
+            with open(self.args.exchange_log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    @staticmethod
+    def is_login(ex):
+        return ex.get("method") == "POST" and ex["path"].rstrip("/").endswith("/SessionService/Sessions")
+
+    def exchanges_since(self, n):
+        return [e for e in self.session_log[n:] if "method" in e]
+
+    @staticmethod
+    def brief(exchanges):
+        return ["%s %s %s token=%s auth=%s" % (e["method"], e["path"], e["status"], e["x_auth_token"],
+                                              e["authorization"]) for e in exchanges]
+
+    def require_login(self, ex, old=None):
+        """ex is a successful session login, sent without credentials headers; old is the
+        session it replaces."""
+        self.require(self.is_login(ex), "expected a POST to the Sessions collection, got %s", self.brief([ex]))
+        self.require(ex["status"] == 201, "the login POST answered %d: %s", ex["status"], ex.get("response"))
+        self.require(ex["x_auth_token"] is None and ex["authorization"] is None,
+                     "the login POST carried credentials headers: %s", self.brief([ex]))
+        self.require(ex.get("new_token"), "the login's 201 has no X-Auth-Token")
+        self.require(ex.get("location"), "the login's 201 has no Location")
+        if old:
+            self.require(ex["new_token"] != old["token"], "the new login returned the old token")
+            self.require(ex["location"] != old["location"], "the new login returned the old session %s",
+                         old["location"])
+        return {"token": ex["new_token"], "location": ex["location"]}
+
+    def require_token(self, exchanges, token, what):
+        """Every exchange is a success that carried exactly the session token."""
+        bad = [e for e in exchanges
+               if e["x_auth_token"] != token or e["authorization"] is not None
+               or e["status"] >= 400 or self.is_login(e)]
+        self.require(not bad, "%s: requests without the session token %s, with an Authorization header, "
+                     "failed or logging in again: %s", what, token, self.brief(bad))
+
+    def session_connect(self):
+        conn = sushy_connector.Connector(self.args.base_url, verify=not self.args.insecure,
+                                         response_callback=self.trace)
+        conn._session.hooks["response"].append(self.session_hook)
+        self.root = sushy.Sushy(self.args.base_url + "/redfish/v1", username=self.args.user,
+                                password=self.args.password, verify=not self.args.insecure,
+                                connector=conn)
+        ex = self.exchanges_since(0)
+        self.require(len(ex) == 2, "sushy's connect sent %s; want GET /redfish/v1/ and one login",
+                     self.brief(ex))
+        root, login = ex
+        self.require((root["method"], root["path"].rstrip("/"), root["status"]) == ("GET", "/redfish/v1", 200),
+                     "first exchange %s, want GET /redfish/v1/ 200", self.brief([root]))
+        self.require(root["x_auth_token"] is None and root["authorization"] is None,
+                     "the service root was read with credentials: %s", self.brief([root]))
+        links = self.root.json.get("Links", {}).get("Sessions", {}).get("@odata.id")
+        self.require(links and login["path"].rstrip("/") == links.rstrip("/"),
+                     "sushy logged in at %s, Links.Sessions is %r", login["path"], links)
+        self.sess = self.require_login(login)
+        self.auth = "session"
+        self.login_at = len(self.session_log)
+        return {"sushy": getattr(sushy, "__version__", "?"), "auth": self.auth,
+                "session": self.sess["location"], "token": self.sess["token"]}
+
+    def token_reused(self):
+        ex = self.exchanges_since(self.login_at)
+        self.require(len(ex) >= 3, "only %d requests after the login", len(ex))
+        self.require_token(ex, self.sess["token"], "before the session ended")
+        logins = [e for e in self.exchanges_since(0) if self.is_login(e)]
+        self.require(len(logins) == 1, "%d logins, want 1", len(logins))
+        return {"requests_with_token": len(ex), "logins": len(logins)}
+
+    def session_ended_by_server(self):
+        """Asks the Go test (--session-callback) to end the session on the server side; it
+        answers once the service rejects the session."""
+        import urllib.error
+        import urllib.request
+        url = self.args.session_callback
+        self.require(url, "--flow session needs --session-callback URL: a service that ends the session")
+        n = len(self.session_log)
+        body = json.dumps({"session": self.sess["location"], "token": self.sess["token"],
+                           "user": self.args.user}).encode()
+        req = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        t0 = time.monotonic()
+        try:
+            with opener.open(req, timeout=self.args.session_callback_timeout) as r:
+                raw = r.read()
+        except urllib.error.HTTPError as exc:
+            raise Failure("the session callback answered %d: %s"
+                          % (exc.code, exc.read()[:2000].decode("utf-8", "replace")))
+        except OSError as exc:
+            raise Failure("the session callback %s failed: %s" % (url, exc))
+        try:
+            answer = json.loads(raw or b"{}")
+        except ValueError:
+            answer = raw.decode("utf-8", "replace")[:2000]
+        self.require(len(self.session_log) == n, "sushy sent requests while the callback ran")
+        self.session_log_entry({"event": "session_ended_by_server", "session": self.sess["location"],
+                                "callback": answer})
+        self.ended_at = len(self.session_log)
+        return {"waited_s": round(time.monotonic() - t0, 3), "callback": answer}
+
+    def relogin_after_401(self):
+        old = self.sess
+        # The next thing Ironic would do: read the system.
+        self.system.refresh()
+        ex = self.exchanges_since(self.ended_at)
+        path = self.system.path
+        # Then System.refresh() reloads what it had cached (the Managers it links), with the new
+        # token.
+        self.require(len(ex) >= 3, "after the session ended, System.refresh() sent %s; want GET 401, "
+                     "login 201, GET 200 with the new token", self.brief(ex))
+        first, login, retry = ex[:3]
+        self.require((first["method"], first["path"], first["status"], first["x_auth_token"]) ==
+                     ("GET", path, 401, old["token"]),
+                     "first exchange %s, want GET %s 401 with the ended session's token %s",
+                     self.brief([first]), path, old["token"])
+        self.require(first["authorization"] is None, "the GET carried an Authorization header")
+        self.sess = self.require_login(login, old)
+        self.require((retry["method"], retry["path"], retry["status"], retry["x_auth_token"],
+                      retry["authorization"]) == ("GET", path, 200, self.sess["token"], None),
+                     "retry %s, want GET %s 200 with the new token %s only",
+                     self.brief([retry]), path, self.sess["token"])
+        self.require_token(ex[3:], self.sess["token"], "the rest of System.refresh()")
+        # sushy parsed the retried response (it does not check its status itself).
+        self.require(self.system.identity == path.rstrip("/").rsplit("/", 1)[-1],
+                     "after the retry the system's Id is %r", self.system.identity)
+        state = self.check_mapped(self.system, self.system.power_state, ["PowerState"])
+        # The 401 was expected: sushy recovered from it. Nothing else failed (checked above).
+        self.seen_exchanges = len(self.trace.exchanges)
+        self.relogin_at = len(self.session_log)
+        return {"sequence": self.brief(ex), "old_session": old["location"], "new_session": self.sess["location"],
+                "power": state}
+
+    def new_token_reused(self):
+        system = self.root.get_system(self.system.path)
+        system.refresh()
+        self.require(system.managers, "System has no Links.ManagedBy")
+        ex = self.exchanges_since(self.relogin_at)
+        self.require(ex, "no requests")
+        self.require_token(ex, self.sess["token"], "after the re-login")
+        self.closing_at = len(self.session_log)
+        return {"requests_with_token": len(ex)}
+
+    def session_logged_out(self):
+        import requests
+        ex = self.exchanges_since(self.closing_at)
+        self.require(len(ex) == 1, "closing sushy sent %s; want one DELETE of its session", self.brief(ex))
+        d = ex[0]
+        self.require((d["method"], d["path"], d["x_auth_token"], d["authorization"]) ==
+                     ("DELETE", self.sess["location"], self.sess["token"], None),
+                     "closing sushy sent %s; want DELETE %s with its token", self.brief(ex), self.sess["location"])
+        self.require(d["status"] in (200, 204), "the logout answered %d: %s", d["status"], d.get("response"))
+        # Both tokens are dead now.
+        dead = {}
+        for tid, tok in self.session_tokens.items():
+            r = requests.get(self.args.base_url + self.args.system if self.args.system
+                             else self.args.base_url + "/redfish/v1/Systems",
+                             headers={"X-Auth-Token": tok, "OData-Version": "4.0"},
+                             verify=not self.args.insecure, proxies={"http": None, "https": None},
+                             timeout=30)
+            dead[tid] = r.status_code
+        self.require(all(c == 401 for c in dead.values()), "ended tokens still answered: %s", dead)
+        logins = [e for e in self.exchanges_since(0) if self.is_login(e)]
+        self.require(len(logins) == 2, "%d logins in the whole run, want 2", len(logins))
+        return {"logout": [d["path"], d["status"]], "tokens_rejected": dead, "logins": len(logins)}
+
+    def run_session(self):
+        self.session_log = []
+        self.session_tokens = {}
+        if self.args.exchange_log:
+            open(self.args.exchange_log, "w").close()
+        self.step("session_connect", self.session_connect)
+        self.step("get_system", self.get_system)
+        self.step("managers", self.managers)
+        self.step("token_reused", self.token_reused)
+        self.step("session_ended_by_server", self.session_ended_by_server)
+        self.step("relogin_after_401", self.relogin_after_401)
+        self.step("new_token_reused", self.new_token_reused)
+        self.step("close", self.close)
+        self.step("session_logged_out", self.session_logged_out)
+        self.emit({"result": "PASS", "steps_passed": self.steps,
+                   "seconds": round(time.monotonic() - self.started, 3),
+                   "notes": self.notes,
+                   "sushy_warnings": self.recorder.records})
+
     def run_vmedia(self):
         self.start_images()
         self.step("connect", self.connect)
@@ -904,6 +1138,8 @@ class Run:
         a = self.args
         if a.flow == "vmedia":
             return self.run_vmedia()
+        if a.flow == "session":
+            return self.run_session()
         self.step("connect", self.connect)
         self.step("get_system", self.get_system)
         self.step("allowed_values", self.allowed_values)
@@ -953,8 +1189,17 @@ def main():
     p.add_argument("--skip-inventory", action="store_true", help="skip the inventory probe")
     p.add_argument("--require-inventory", action="store_true",
                    help="fail when inventory Ironic reads (processors, NICs, disks, virtual media...) is missing")
-    p.add_argument("--flow", choices=("power", "vmedia"), default=os.environ.get("KRF_FLOW", "power"),
-                   help="power: power and boot overrides; vmedia: Ironic's virtual media deploys (env KRF_FLOW)")
+    p.add_argument("--flow", choices=("power", "vmedia", "session"), default=os.environ.get("KRF_FLOW", "power"),
+                   help="power: power and boot overrides; vmedia: Ironic's virtual media deploys; "
+                        "session: session auth, token reuse and re-login after the session ends (env KRF_FLOW)")
+    p.add_argument("--session-callback", metavar="URL",
+                   help="--flow session: URL the script POSTs {session, token (a hash prefix), user} to when "
+                        "the service should end sushy's session; it answers 2xx once the session is dead")
+    p.add_argument("--session-callback-timeout", type=float, default=120.0,
+                   help="seconds to wait for the --session-callback answer")
+    p.add_argument("--exchange-log", metavar="FILE",
+                   help="--flow session: write every HTTP exchange sushy makes to FILE, one JSON line each "
+                        "(tokens as SHA-256 prefixes)")
     p.add_argument("--vmedia-via", choices=("system", "manager"), default=os.environ.get("KRF_VMEDIA_VIA", "system"),
                    help="where the vmedia flow finds the media: system = current Ironic (System.VirtualMedia); "
                         "manager = Ironic 21, only through the Managers, never the System's collection "
