@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -24,13 +25,17 @@ func runLeaderElected(ctx context.Context, rc *rest.Config, namespace string, lo
 	if err != nil {
 		return err
 	}
-	id, _ := os.Hostname()
+	// The hostname is the pod's name in a Deployment, but replicas can share one (hostNetwork,
+	// two processes on one machine), and two replicas with one identity would both believe they
+	// hold the Lease: a random suffix keeps every process distinct, as controller-runtime does.
+	host, _ := os.Hostname()
+	id := host + "_" + uuid.NewString()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: namespace},
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	cfg := leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   15 * time.Second,
 		RenewDeadline:   10 * time.Second,
@@ -44,7 +49,19 @@ func runLeaderElected(ctx context.Context, rc *rest.Config, namespace string, lo
 			},
 			OnStoppedLeading: func() { log.Info("no longer leading", zap.String("identity", id)) },
 		},
-	})
+	}
+	// RunOrDie returns when the Lease is lost, as when the apiserver is unreachable for longer
+	// than the renew deadline: campaign again, or no replica would run the loops after an outage.
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, cfg)
+		if ctx.Err() == nil {
+			log.Warn("lost the leader Lease; campaigning again", zap.String("identity", id))
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.RetryPeriod):
+			}
+		}
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/crypto/bcrypt"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -89,9 +90,16 @@ func run(o options) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	httpErrorLog := routeLibraryLogs(log)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// sig ends at SIGTERM. ctx, under which the caches, sessions, credential watches and leader
+	// election run, ends with it only until the server listens; from then on it ends after the
+	// HTTP server drained, so that requests in flight at SIGTERM keep live caches.
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopEarly := context.AfterFunc(sig, cancel)
 
 	dyn, rc, err := clusterClient(ctx, o)
 	if err != nil {
@@ -106,11 +114,18 @@ func run(o options) error {
 		return err
 	}
 	log.Info("informer caches synced", zap.Strings("namespaces", cfg.Namespaces()), zap.Duration("took", time.Since(started)))
+	// Leadership ends at SIGTERM: the Lease is released at once, so that another replica takes
+	// the background loops over without waiting for it to expire.
+	leading, stopLeading := context.WithCancel(ctx)
+	defer stopLeading()
+	leaderDone := make(chan struct{})
 	if rc == nil || !o.leaderElect {
+		close(leaderDone)
 		go client.RunBackground(ctx)
 	} else {
 		go func() {
-			if err := runLeaderElected(ctx, rc, o.namespace, log, client.RunBackground); err != nil {
+			defer close(leaderDone)
+			if err := runLeaderElected(leading, rc, o.namespace, log, client.RunBackground); err != nil {
 				log.Error("leader election", zap.Error(err))
 			}
 		}()
@@ -137,6 +152,7 @@ func run(o options) error {
 
 	srv := server.HTTPServer(cfg.Listen, handler, server.DefaultLimits)
 	srv.TLSConfig = tlsConfig
+	srv.ErrorLog = httpErrorLog
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {
@@ -153,15 +169,23 @@ func run(o options) error {
 	if o.demo {
 		printDemoBanner(scheme + "://" + cfg.Listen)
 	}
+	stopEarly()
 	select {
 	case err := <-errc:
 		return err
-	case <-ctx.Done():
+	case <-sig.Done():
 	}
 	log.Info("shutting down", zap.Duration("grace", shutdownGrace))
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	sctx, cancelShutdown := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancelShutdown()
+	stopLeading()
+	err = srv.Shutdown(sctx)
+	cancel()
+	select { // the Lease release
+	case <-leaderDone:
+	case <-sctx.Done():
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -237,8 +261,37 @@ func clusterClient(ctx context.Context, o options) (dynamic.Interface, *rest.Con
 	}
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kubevirt-redfish/" + version
+	rc.Wrap(retryWatches)
 	dyn, err := dynamic.NewForConfig(rc)
 	return dyn, rc, err
+}
+
+// retryWatches keeps a watch request dialling, every watchRedial, while the apiserver refuses
+// connections, instead of failing it: client-go's reflectors back off exponentially (up to a
+// minute, with jitter) after a refused watch, which after an apiserver restart would leave
+// the caches, and so every GET and session lookup, stale for that long. Every other request
+// still fails at once, so actions answer 503 without waiting.
+func retryWatches(next http.RoundTripper) http.RoundTripper { return watchRedialer{next} }
+
+const watchRedial = 500 * time.Millisecond
+
+type watchRedialer struct{ next http.RoundTripper }
+
+func (w watchRedialer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.URL.Query().Get("watch") != "true" {
+		return w.next.RoundTrip(req)
+	}
+	for {
+		resp, err := w.next.RoundTrip(req)
+		if err == nil || !utilnet.IsConnectionRefused(err) {
+			return resp, err
+		}
+		select {
+		case <-req.Context().Done():
+			return nil, err
+		case <-time.After(watchRedial):
+		}
+	}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

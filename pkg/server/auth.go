@@ -139,16 +139,21 @@ func (s *Server) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
 // too, so that a client with a stale session logs in again.
 func (s *Server) authenticate(r *http.Request) *config.User {
 	var u *config.User
+	method := "none"
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		method = "session"
 		noteAuth(r.Context(), "session", "")
 		u = s.tokenUser(r, tok)
 	} else if user, pass, ok := r.BasicAuth(); ok {
+		method = "basic"
 		noteAuth(r.Context(), "basic", "")
 		u = s.verify(r, user, pass)
 	}
-	if u != nil {
-		noteAuditUser(r.Context(), u.Username)
+	if u == nil {
+		s.metrics.AuthFailures.WithLabelValues(method).Inc()
+		return nil
 	}
+	noteAuditUser(r.Context(), u.Username)
 	return u
 }
 

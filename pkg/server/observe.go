@@ -91,6 +91,9 @@ func (s *Server) metricsHandler() http.Handler {
 			}
 		}
 		s.metrics.ImportsRunning.Set(float64(running))
+		if s.sec.sessions != nil {
+			s.metrics.ActiveSessions.Set(float64(s.sec.sessions.Live()))
+		}
 		s.metrics.SystemInfo.Reset()
 		for _, m := range s.backend.List(func(*virtv1.VirtualMachine) bool { return true }) {
 			f := kubevirt.FactsOf(m)

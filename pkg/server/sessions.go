@@ -122,6 +122,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	noteLoginUser(r.Context(), user)
 	u := s.verify(r, user, pass)
 	if u == nil {
+		s.metrics.AuthFailures.WithLabelValues("login").Inc()
 		writeError(w, redfish.NoValidSession())
 		return
 	}

@@ -293,6 +293,17 @@ func (s *Store) Get(id string) (Session, bool) {
 	return sess, true
 }
 
+// Live counts the live sessions of every user.
+func (s *Store) Live() int {
+	n := 0
+	for _, obj := range s.informer.GetIndexer().List() {
+		if sess, ok := parse(obj.(*corev1.Secret)); ok && s.live(sess) {
+			n++
+		}
+	}
+	return n
+}
+
 // List returns the live sessions of user, oldest first.
 func (s *Store) List(user string) []Session {
 	var out []Session
