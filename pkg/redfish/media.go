@@ -7,6 +7,7 @@ const (
 	TypeTaskService      = "#TaskService.v1_2_0.TaskService"
 	TypeTask             = "#Task.v1_7_0.Task"
 	TypeTaskColl         = "#TaskCollection.TaskCollection"
+	TypeActionInfo       = "#ActionInfo.v1_4_2.ActionInfo"
 	TaskServiceURI       = RootURI + "/TaskService"
 	TasksURI             = TaskServiceURI + "/Tasks"
 )
@@ -36,10 +37,30 @@ type VirtualMediaActions struct {
 	Eject  ActionTarget      `json:"#VirtualMedia.EjectMedia"`
 }
 
-// InsertMediaAction advertises the accepted transfer protocols.
+// InsertMediaAction advertises the accepted transfer protocols, and links the ActionInfo
+// that describes every parameter.
 type InsertMediaAction struct {
 	Target          string   `json:"target"`
+	ActionInfo      string   `json:"@Redfish.ActionInfo,omitempty"`
 	ProtocolAllowed []string `json:"TransferProtocolType@Redfish.AllowableValues"`
+}
+
+// ActionInfo describes the parameters of an action.
+type ActionInfo struct {
+	ODataID    string            `json:"@odata.id"`
+	ODataType  string            `json:"@odata.type"`
+	Id         string            `json:"Id"`
+	Name       string            `json:"Name"`
+	Parameters []ActionParameter `json:"Parameters"`
+}
+
+// ActionParameter is one parameter of an ActionInfo. DataType is Boolean, Number, String...;
+// AllowableValues are strings whatever the type ("true" for a Boolean).
+type ActionParameter struct {
+	Name            string   `json:"Name"`
+	Required        bool     `json:"Required"`
+	DataType        string   `json:"DataType"`
+	AllowableValues []string `json:"AllowableValues,omitempty"`
 }
 
 // ActionTarget is an action with nothing to advertise but its target.

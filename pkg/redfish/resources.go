@@ -221,6 +221,7 @@ type Chassis struct {
 	Manufacturer string       `json:"Manufacturer"`
 	Model        string       `json:"Model"`
 	SerialNumber string       `json:"SerialNumber,omitempty"`
+	UUID         string       `json:"UUID,omitempty"` // the VM's firmware UUID, as on its System; none on a node's
 	PowerState   PowerState   `json:"PowerState"`
 	Status       Status       `json:"Status"`
 	Links        ChassisLinks `json:"Links"`

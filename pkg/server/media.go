@@ -22,6 +22,7 @@ const mediaID = "Cd"
 
 func mediaCollURI(id string) string    { return systemURI(id) + "/VirtualMedia" }
 func mediaURI(id string) string        { return mediaCollURI(id) + "/" + mediaID }
+func insertInfoURI(id string) string   { return mediaURI(id) + "/InsertMediaActionInfo" }
 func taskURI(taskID string) string     { return redfish.TasksURI + "/" + taskID }
 func mediaTaskID(ns, dv string) string { return ns + "." + dv }
 
@@ -40,8 +41,9 @@ func virtualMediaResource(m kubevirt.Machine) redfish.VirtualMedia {
 		ConnectedVia:   "NotConnected",
 		Status:         redfish.Status{State: "Enabled", Health: "OK"},
 		Actions: redfish.VirtualMediaActions{
-			Insert: redfish.InsertMediaAction{Target: mediaURI(id) + "/Actions/VirtualMedia.InsertMedia", ProtocolAllowed: []string{"HTTP", "HTTPS"}},
-			Eject:  redfish.ActionTarget{Target: mediaURI(id) + "/Actions/VirtualMedia.EjectMedia"},
+			Insert: redfish.InsertMediaAction{Target: mediaURI(id) + "/Actions/VirtualMedia.InsertMedia",
+				ActionInfo: insertInfoURI(id), ProtocolAllowed: []string{"HTTP", "HTTPS"}},
+			Eject: redfish.ActionTarget{Target: mediaURI(id) + "/Actions/VirtualMedia.EjectMedia"},
 		},
 	}
 	if md.Inserted {
@@ -85,6 +87,36 @@ func (s *Server) media(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, virtualMediaResource(m))
+}
+
+// insertMediaInfo is the ActionInfo of InsertMedia: the parameters decodeInsertMedia accepts.
+func (s *Server) insertMediaInfo(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.machine(w, r, "ActionInfo")
+	if !ok {
+		return
+	}
+	if chi.URLParam(r, "media") != mediaID {
+		writeError(w, redfish.ResourceNotFound("VirtualMedia", chi.URLParam(r, "media")))
+		return
+	}
+	writeJSON(w, http.StatusOK, insertMediaActionInfo(m.ID()))
+}
+
+func insertMediaActionInfo(id string) redfish.ActionInfo {
+	return redfish.ActionInfo{
+		ODataID: insertInfoURI(id), ODataType: redfish.TypeActionInfo, Id: "InsertMediaActionInfo",
+		Name: "InsertMedia Action Info",
+		Parameters: []redfish.ActionParameter{
+			{Name: "Image", Required: true, DataType: "String"},
+			// The image is always attached (at the next start) and read-only: false is not offered.
+			{Name: "Inserted", DataType: "Boolean", AllowableValues: []string{"true"}},
+			{Name: "WriteProtected", DataType: "Boolean", AllowableValues: []string{"true"}},
+			{Name: "TransferProtocolType", DataType: "String", AllowableValues: []string{"HTTP", "HTTPS"}},
+			{Name: "TransferMethod", DataType: "String", AllowableValues: []string{"Stream", "Upload"}},
+			{Name: "UserName", DataType: "String"},
+			{Name: "Password", DataType: "String"},
+		},
+	}
 }
 
 // mediaAction resolves the machine of a media action, checking the drive id and the role.

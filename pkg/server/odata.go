@@ -46,6 +46,7 @@ var schemaRefs = []struct{ file, ns string }{
 	{"TaskService_v1.xml", strings.Split(redfish.TypeTaskService, ".")[1]},
 	{"TaskCollection_v1.xml", ""},
 	{"Task_v1.xml", strings.Split(redfish.TypeTask, ".")[1]},
+	{"ActionInfo_v1.xml", strings.Split(redfish.TypeActionInfo, ".")[1]},
 	{"Message_v1.xml", "v1_1_2"},
 	{"Resource_v1.xml", ""},
 }

@@ -95,6 +95,7 @@ func chassisResource(m kubevirt.Machine) redfish.Chassis {
 		Manufacturer: manufacturer,
 		Model:        f.Model,
 		SerialNumber: f.SerialNumber,
+		UUID:         f.UUID,
 		PowerState:   f.PowerState,
 		Status:       f.Status,
 		Links: redfish.ChassisLinks{

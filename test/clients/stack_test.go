@@ -22,6 +22,7 @@ import (
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
@@ -133,7 +134,13 @@ func startSimServer(t *testing.T) *Stack {
 		t.Fatalf("kubevirt client: %v", err)
 	}
 	go client.RunBackground(ctx)
-	srv := httptest.NewServer(server.New(cfg, client, log))
+	// Session login as in --demo: sessions are Secrets in the server's namespace.
+	store := sessions.New(dyn, sessions.Options{Namespace: stack.Namespace, Timeout: cfg.Sessions.Timeout,
+		MaxLifetime: cfg.Sessions.MaxLifetime, MaxPerUser: cfg.Sessions.MaxPerUser, Log: log})
+	if err := store.Start(ctx); err != nil {
+		t.Fatalf("session store: %v", err)
+	}
+	srv := httptest.NewServer(server.New(cfg, client, log, server.WithSessions(store)))
 	// Cleanups run last-in first-out: the server stops before the context is cancelled.
 	t.Cleanup(func() {
 		srv.Close()

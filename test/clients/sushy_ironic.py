@@ -3,7 +3,7 @@
 
 Usage:
     sushy_ironic.py --base-url http://127.0.0.1:8000 --user admin --password password \
-        --system /redfish/v1/Systems/tenant-a.cp-0 [--flow power|vmedia] [--vmedia-via system|manager]
+        --system /redfish/v1/Systems/tenant-a.cp-0 [--flow power|vmedia|session|inspect] [--vmedia-via system|manager]
 
 Every option can also come from the environment: KRF_BASE_URL, KRF_USER, KRF_PASSWORD,
 KRF_SYSTEM, KRF_FLOW, KRF_VMEDIA_VIA, KRF_IMAGE_BASE_URL.
@@ -25,6 +25,13 @@ Flows:
    and the next System.refresh() must go GET 401, one new login, the same GET 200 with the new
    token; closing sushy DELETEs the new session and both tokens are dead. --exchange-log FILE
    gets every exchange (tokens as SHA-256 prefixes), the retry included.
+
+ * inspect: Ironic's out-of-band inspection (the redfish inspect interface, Ironic 21 and
+   current): memory, CPUs (the processors' summary and each member), local_gb (the smallest
+   disk of at least 4 GiB from SimpleStorage, Storage volumes or drives, less 1 GiB), the
+   disks, NICs and system vendor of the inventory, the ports' MACs, the boot mode, BIOS
+   version and attributes, the manager's firmware version and the indicator LED; then
+   metal3's UEFISecureBoot: Ironic's set_secure_boot_state on and off (UEFI only).
 
 The script prints one JSON line per step ({"step": ..., "ok": true, ...}) and a
 final {"result": "PASS"|"FAIL", ...} line, and exits non-zero on the first failure, with the
@@ -82,6 +89,10 @@ ONCE_TIMEOUT = 15.0
 INSERT_MAX_SECONDS = 2.0
 # How long a finished import may take to show as a Completed Task once the machine is On.
 TASK_TIMEOUT = 10.0
+# Ironic's redfish.boot_mode_config_timeout (default 900 s), shortened: how long it waits for a
+# secure boot change to show after the reboot it does when the change does not show at once.
+SECURE_BOOT_TIMEOUT = 60.0
+GiB = 1 << 30
 
 # Warnings that are expected from sushy against this service today. Each is a regex matched
 # against the formatted log message.
@@ -605,6 +616,215 @@ class Run:
             self.require(any(d["status"] < 300 for d in deletes),
                          "sushy logged in with a session but did not delete it: %s", deletes)
         return {"session_deletes": [(d["path"], d["status"]) for d in deletes]}
+
+    # ---- out-of-band inspection (the redfish inspect interface, --flow inspect) --------
+
+    def fresh_system(self):
+        """Ironic gets the System anew for every task."""
+        self.system = self.root.get_system(self.system.path)
+        return self.system
+
+    def inspect_memory(self):
+        s = self.fresh_system()
+        ms = s.memory_summary
+        self.require(ms is not None and ms.size_gib, "MemorySummary.TotalSystemMemoryGiB is missing or 0: "
+                     "Ironic would not set memory_mb")
+        self.require(isinstance(ms.size_gib, (int, float)) and ms.size_gib > 0, "size_gib %r", ms.size_gib)
+        return {"size_gib": ms.size_gib, "memory_mb": ms.size_gib * 1024}
+
+    def inspect_processors(self):
+        s = self.system
+        procs = s.processors  # a missing Processors link makes Ironic 21 crash here
+        self.require(procs is not None, "System has no Processors")
+        count, arch = procs.summary
+        self.require(count, "processors.summary count is %r: Ironic would not set cpus", count)
+        self.require(arch is not None, "processors.summary architecture is None: Ironic would not set cpu_arch")
+        # Ironic 21 maps ProcessorArchitecture, current Ironic the first member's InstructionSet.
+        self.require(arch == sushy.PROCESSOR_ARCH_x86, "architecture %s, want x86 (cpu_arch x86_64)", val(arch))
+        members = []
+        threads = 0
+        for p in procs.get_members():
+            self.check_mapped(p, p.processor_architecture, ["ProcessorArchitecture"])
+            self.check_mapped(p, p.instruction_set, ["InstructionSet"])
+            self.check_mapped(p, p.processor_type, ["ProcessorType"])
+            self.require(isinstance(p.total_threads, int) and p.total_threads > 0, "%s: TotalThreads %r",
+                         p.path, p.total_threads)
+            self.require(p.processor_architecture == sushy.PROCESSOR_ARCH_x86, "%s: ProcessorArchitecture %s",
+                         p.path, val(p.processor_architecture))
+            self.require(p.instruction_set == sushy.PROCESSOR_INSTRUCTIONSET_x86_64, "%s: InstructionSet %s, want "
+                         "x86-64 (current Ironic's cpu architecture x86_64)", p.path, val(p.instruction_set))
+            # Model is optional (the VM's CPU model when it names one); sushy must read it as sent.
+            self.require(p.model == p.json.get("Model"), "%s: model %r, JSON %r", p.path, p.model, p.json.get("Model"))
+            threads += p.total_threads
+            members.append({"id": p.identity, "total_threads": p.total_threads, "total_cores": p.total_cores,
+                            "processor_architecture": val(p.processor_architecture),
+                            "instruction_set": val(p.instruction_set), "model": p.model,
+                            "max_speed_mhz": p.max_speed_mhz})
+        self.require(threads == count, "summary count %s is not the members' TotalThreads %s", count, threads)
+        first = members[0]
+        return {"count": count, "architecture": val(arch), "cpu_arch": "x86_64", "members": members,
+                "inventory_cpu": {"count": count, "architecture": "x86_64", "model_name": first["model"],
+                                  "frequency": first["max_speed_mhz"]}}
+
+    @staticmethod
+    def smallest_disk(sizes):
+        """Ironic's pick among sizes: the first (sushy sorts them) of at least 4 GiB, else 0."""
+        return ([n for n in (sizes or []) if n >= 4 * GiB] or [0])[0]
+
+    def inspect_local_gb(self):
+        """Ironic's _detect_local_gb: SimpleStorage disks, Storage volumes, else Storage drives;
+        the smaller of the two sources when both have one; in GiB, less 1."""
+        s = self.system
+        simple = s.simple_storage.disks_sizes_bytes if s.simple_storage else []
+        volumes = s.storage.volumes_sizes_bytes if s.storage else []
+        drives = s.storage.drives_sizes_bytes if s.storage else []
+        for name, sizes in (("SimpleStorage disks", simple), ("Storage volumes", volumes), ("Storage drives", drives)):
+            self.require(all(isinstance(n, int) for n in sizes), "%s sizes %r", name, sizes)
+        simple_size = self.smallest_disk(simple)
+        storage_size = self.smallest_disk(volumes) or self.smallest_disk(drives)
+        size = min(simple_size, storage_size) if simple_size and storage_size else max(simple_size, storage_size)
+        local_gb = max(0, int(size / GiB - 1))
+        self.require(local_gb > 0, "local_gb is 0: Ironic would take the node for disk-less "
+                     "(SimpleStorage %s, volumes %s, drives %s)", simple, volumes, drives)
+        # Current Ironic's inventory: the drives of each Storage (or the SimpleStorage devices).
+        disks = []
+        storages = s.storage or s.simple_storage
+        for st in storages.get_members():
+            for d in (st.drives if hasattr(st, "drives") else st.devices):
+                disks.append({"name": d.name, "size": d.capacity_bytes})
+        self.require(disks, "no disk in the inventory")
+        return {"simple_storage_sizes": simple, "volume_sizes": volumes, "drive_sizes": drives,
+                "chosen_bytes": size, "local_gb": local_gb, "inventory_disks": disks}
+
+    def inspect_nics(self):
+        """The ports Ironic creates: EthernetInterfaces members with a MAC in state Enabled."""
+        s = self.system
+        self.require(s.ethernet_interfaces is not None, "System has no EthernetInterfaces")
+        summary = {mac: val(state) for mac, state in s.ethernet_interfaces.summary.items()}
+        enabled = sorted(mac for mac, state in summary.items() if state == val(sushy.STATE_ENABLED))
+        self.require(enabled, "no EthernetInterface is Enabled, Ironic would create no port: %s", summary)
+        interfaces = []
+        for eth in s.ethernet_interfaces.get_members():
+            self.check_mapped(eth, eth.status.state if eth.status else None, ["Status", "State"])
+            interfaces.append({"name": eth.identity, "mac_address": eth.mac_address})
+        return {"summary": summary, "enabled_macs": enabled, "inventory_interfaces": interfaces}
+
+    def inspect_system(self):
+        """Boot mode capability, and the system vendor of current Ironic's inventory."""
+        s = self.system
+        target, enabled, mode = self.boot()
+        self.require(mode in ("UEFI", "Legacy"), "Boot.BootSourceOverrideMode %r: Ironic maps UEFI and Legacy only", mode)
+        self.require(s.manufacturer == "KubeVirt", "Manufacturer %r", s.manufacturer)
+        self.check_mapped(s, s.system_type, ["SystemType"])
+        # sushy 4.3 has no System.model (Ironic reads none; current Ironic's product_name is
+        # the Name): read it from the JSON there.
+        model = getattr(s, "model", None) if hasattr(s, "model") else s.json.get("Model")
+        for field, value in (("Model", model), ("SerialNumber", s.serial_number), ("UUID", s.uuid)):
+            self.require(value, "%s is empty", field)
+        uuidlib.UUID(s.uuid)
+        return {"boot_mode": {"UEFI": "uefi", "Legacy": "bios"}[mode], "manufacturer": s.manufacturer,
+                "model": model, "model_from": "sushy" if hasattr(s, "model") else "json",
+                "system_type": val(s.system_type), "serial_number": s.serial_number, "uuid": s.uuid,
+                "system_vendor": {"product_name": s.name, "serial_number": s.serial_number,
+                                  "manufacturer": s.manufacturer}}
+
+    def inspect_firmware(self):
+        s = self.system
+        self.require(s.bios_version, "BiosVersion is empty")
+        attrs = s.bios.attributes
+        self.require(isinstance(attrs, dict) and attrs, "Bios.Attributes %r", attrs)
+        mgr = s.managers[0]
+        self.require(mgr.firmware_version, "%s has no FirmwareVersion", mgr.path)
+        led = self.check_mapped(s, s.indicator_led, ["IndicatorLED"])
+        self.require(led is not None, "IndicatorLED is absent")
+        chassis = s.chassis[0]
+        self.require(chassis.uuid == s.uuid, "%s: UUID %r, the system's is %r", chassis.path, chassis.uuid, s.uuid)
+        return {"bios_version": s.bios_version, "bios_attributes": attrs, "manager_firmware_version":
+                mgr.firmware_version, "indicator_led": val(s.indicator_led), "chassis_uuid": chassis.uuid}
+
+    def secure_boot_read(self):
+        sb = self.fresh_system().secure_boot
+        self.require(isinstance(sb.enabled, bool), "SecureBootEnable %r", sb.enabled)
+        self.check_mapped(sb, sb.mode, ["SecureBootMode"])
+        self.check_mapped(sb, sb.current_boot, ["SecureBootCurrentBoot"])
+        return {"enabled": sb.enabled, "mode": val(sb.mode), "current_boot": val(sb.current_boot)}
+
+    def set_secure_boot(self, state):
+        """Ironic's set_secure_boot_state, as metal3's UEFISecureBoot drives it: nothing when it
+        already has the state; refused (by Ironic) in Legacy mode; PATCH SecureBootEnable; read
+        it back; if it does not show, reboot (ForceOff, On) and wait, then restore the power."""
+        def fn():
+            s = self.fresh_system()
+            sb = s.secure_boot
+            if sb.enabled == state:
+                return {"skipped": "already %s" % state}
+            self.require(s.boot.mode != sushy.BOOT_SOURCE_MODE_BIOS, "boot mode is Legacy: Ironic refuses secure boot")
+            sb.set_enabled(state)
+            sb.refresh(force=True)
+            out = {"shown_at_once": sb.enabled == state}
+            if sb.enabled != state:
+                before, _ = self.power()
+                if val(before) != "Off":
+                    self.reset(sushy.RESET_FORCE_OFF)
+                    self.wait_power(False)
+                self.reset(sushy.RESET_ON)
+                self.wait_power(True)
+                t0 = time.monotonic()
+                while sb.enabled != state and time.monotonic() - t0 < SECURE_BOOT_TIMEOUT:
+                    time.sleep(1)
+                    sb.refresh(force=True)
+                self.require(sb.enabled == state, "SecureBootEnable is still %r after the reboot", sb.enabled)
+                out["rebooted"] = True
+                if val(before) == "Off":
+                    self.reset(sushy.RESET_FORCE_OFF)
+                    self.wait_power(False)
+            # A fresh System shows it too, and the boot mode stayed UEFI.
+            s = self.fresh_system()
+            self.require(s.secure_boot.enabled == state, "a fresh read shows SecureBootEnable %r", s.secure_boot.enabled)
+            self.require(s.boot.mode == sushy.BOOT_SOURCE_MODE_UEFI, "boot mode is %s after the change", val(s.boot.mode))
+            out.update({"enabled": s.secure_boot.enabled, "mode": val(s.secure_boot.mode)})
+            return out
+        return fn
+
+    def reboot_applies_secure_boot(self, state):
+        """Ironic's reboot (ForceOff, On); the new boot runs with secure boot as set."""
+        def fn():
+            out = self.ironic_reboot()
+            sb = self.fresh_system().secure_boot
+            want = "Enabled" if state else "Disabled"
+            self.require(val(sb.current_boot) == want, "SecureBootCurrentBoot is %r after the reboot, want %s",
+                         val(sb.current_boot), want)
+            return {"current_boot": val(sb.current_boot), "enabled": sb.enabled, "mode": val(sb.mode),
+                    "bios_secure_boot": self.system.bios.attributes.get("SecureBoot"), "reboot": out}
+        return fn
+
+    def run_inspect(self):
+        self.step("connect", self.connect)
+        self.step("get_system", self.get_system)
+        self.step("inspect_memory", self.inspect_memory)
+        self.step("inspect_processors", self.inspect_processors)
+        self.step("inspect_local_gb", self.inspect_local_gb)
+        self.step("inspect_nics", self.inspect_nics)
+        self.step("inspect_system", self.inspect_system)
+        self.step("inspect_firmware", self.inspect_firmware)
+        self.step("secure_boot_read", self.secure_boot_read)
+        # metal3's UEFISecureBoot: the node is in UEFI mode (set it, as Ironic does first).
+        self.step("set_boot_mode_uefi", self.set_mode(sushy.BOOT_SOURCE_MODE_UEFI))
+        self.step("secure_boot_on", self.set_secure_boot(True))
+        self.step("secure_boot_off", self.set_secure_boot(False))
+        # At the end of a deploy, with the agent running: set it, then the reboot into the
+        # instance applies it (SecureBootCurrentBoot).
+        self.step("power_on", self.power_on)
+        self.step("secure_boot_on_while_on", self.set_secure_boot(True))
+        self.step("reboot_into_secure_boot", self.reboot_applies_secure_boot(True))
+        self.step("secure_boot_off_while_on", self.set_secure_boot(False))
+        self.step("reboot_out_of_secure_boot", self.reboot_applies_secure_boot(False))
+        self.step("force_off", self.force_off_if_on)
+        self.step("close", self.close)
+        self.emit({"result": "PASS", "steps_passed": self.steps,
+                   "seconds": round(time.monotonic() - self.started, 3),
+                   "notes": self.notes,
+                   "sushy_warnings": self.recorder.records})
 
     # ---- virtual media (the redfish-virtual-media boot interface) ----------------------
 
@@ -1140,6 +1360,8 @@ class Run:
             return self.run_vmedia()
         if a.flow == "session":
             return self.run_session()
+        if a.flow == "inspect":
+            return self.run_inspect()
         self.step("connect", self.connect)
         self.step("get_system", self.get_system)
         self.step("allowed_values", self.allowed_values)
@@ -1189,9 +1411,10 @@ def main():
     p.add_argument("--skip-inventory", action="store_true", help="skip the inventory probe")
     p.add_argument("--require-inventory", action="store_true",
                    help="fail when inventory Ironic reads (processors, NICs, disks, virtual media...) is missing")
-    p.add_argument("--flow", choices=("power", "vmedia", "session"), default=os.environ.get("KRF_FLOW", "power"),
+    p.add_argument("--flow", choices=("power", "vmedia", "session", "inspect"), default=os.environ.get("KRF_FLOW", "power"),
                    help="power: power and boot overrides; vmedia: Ironic's virtual media deploys; "
-                        "session: session auth, token reuse and re-login after the session ends (env KRF_FLOW)")
+                        "session: session auth, token reuse and re-login after the session ends; "
+                        "inspect: Ironic's out-of-band inspection and secure boot (env KRF_FLOW)")
     p.add_argument("--session-callback", metavar="URL",
                    help="--flow session: URL the script POSTs {session, token (a hash prefix), user} to when "
                         "the service should end sushy's session; it answers 2xx once the session is dead")

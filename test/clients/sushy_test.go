@@ -60,6 +60,9 @@ type scriptLine struct {
 	Result        string            `json:"result"`
 	Notes         []json.RawMessage `json:"notes"`
 	SushyWarnings []json.RawMessage `json:"sushy_warnings"`
+
+	// Steps holds, on the result line runSushy returns, every passed step's line by name.
+	Steps map[string]json.RawMessage `json:"-"`
 }
 
 // TestSushyIronicFlow drives a system through the real sushy library the way Ironic does
@@ -115,6 +118,7 @@ func runSushy(t *testing.T, st *Stack, run sushyRun) *scriptLine {
 
 	var passed []string
 	var result *scriptLine
+	steps := map[string]json.RawMessage{}
 	var parseErrs []string
 	sc := bufio.NewScanner(bytes.NewReader(stdout.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -131,6 +135,7 @@ func runSushy(t *testing.T, st *Stack, run sushyRun) *scriptLine {
 		switch {
 		case l.Step != "" && l.OK:
 			passed = append(passed, l.Step)
+			steps[l.Step] = append(json.RawMessage(nil), line...)
 			if testing.Verbose() {
 				t.Logf("step %-28s ok  %s", l.Step, line)
 			} else {
@@ -162,6 +167,7 @@ func runSushy(t *testing.T, st *Stack, run sushyRun) *scriptLine {
 	case strings.Join(passed, ",") != strings.Join(run.steps, ","):
 		failed("steps passed: %v\nwant:         %v", passed, run.steps)
 	}
+	result.Steps = steps
 	t.Logf("sushy flow passed in %v", took.Round(time.Millisecond))
 	for _, n := range result.Notes {
 		t.Logf("note: %s", n)
