@@ -200,7 +200,8 @@ const (
 )
 
 // decodeInsertMedia validates an InsertMedia body. Image is required; the other parameters
-// Ironic may send are checked and accepted: a CD is always read-only and always inserted.
+// Ironic may send are checked and accepted; Inserted and WriteProtected may only be true, as
+// the ActionInfo says, since the CD is always read-only and inserted by this action.
 func decodeInsertMedia(body []byte) (kubevirt.MediaRequest, *redfish.Error) {
 	var req kubevirt.MediaRequest
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -244,8 +245,13 @@ func decodeInsertMedia(body []byte) (kubevirt.MediaRequest, *redfish.Error) {
 				errs = append(errs, redfish.ActionParameterValueNotInList(s, k, insertAction))
 			}
 		case "Inserted", "WriteProtected":
-			if _, ok := v.(bool); !ok {
+			// A virtual CD is inserted by InsertMedia and is read-only: false cannot be honoured.
+			b, ok := v.(bool)
+			switch {
+			case !ok:
 				errs = append(errs, redfish.ActionParameterValueTypeError(show(v), k, insertAction))
+			case !b:
+				errs = append(errs, redfish.ActionParameterValueNotInList("false", k, insertAction))
 			}
 		default:
 			errs = append(errs, redfish.ActionParameterUnknown(insertAction, k))
