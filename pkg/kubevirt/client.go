@@ -149,14 +149,19 @@ func (c *Client) Start(ctx context.Context) error {
 // caches until ctx ends. Every change
 // it makes is guarded like a request's, so two replicas running it at once would still be
 // safe, only wasteful.
+//
+// It may run again after it returned: a replica that lost the leader Lease (an apiserver
+// outage longer than the renew deadline) runs it anew when it wins the Lease back. The work
+// queue outlives each run, so VMs enqueued meanwhile are handled then.
 func (c *Client) RunBackground(ctx context.Context) {
 	go c.sweepImageCaches(ctx)
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
+	stop := context.AfterFunc(ctx, func() { c.queue.Add(wakeKey) })
+	defer stop()
 	c.runBootOnceWorker(ctx)
 }
+
+// wakeKey wakes the boot-once worker up when its run ends; it names no VM.
+const wakeKey = "/"
 
 // Synced reports whether every informer has synced.
 func (c *Client) Synced() bool {
@@ -316,7 +321,12 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 			return nil
 		case apierrors.IsNotFound(err):
 			return ErrNotFound
-		case !apierrors.IsConflict(err):
+		case apierrors.IsConflict(err):
+		case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) && c.moved(ctx, ns, name, m.VM):
+			// Computed from an older VM, the patch did not even apply to the newer one (a list
+			// member it addresses by index is gone) before the resourceVersion guard could
+			// answer 409: that is a conflict too.
+		default:
 			return err
 		}
 		if backoff.Steps <= 1 {
@@ -331,6 +341,12 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 			return err
 		}
 	}
+}
+
+// moved reports whether the VM in the apiserver is newer than vm.
+func (c *Client) moved(ctx context.Context, ns, name string, vm *virtv1.VirtualMachine) bool {
+	cur, err := c.fetchVM(ctx, ns, name)
+	return err == nil && cur.ResourceVersion != vm.ResourceVersion
 }
 
 // fetchVM reads one VM from the apiserver, for conflict retries only.
@@ -419,6 +435,14 @@ func (c *Client) runBootOnceWorker(ctx context.Context) {
 		if quit {
 			return
 		}
+		if key == wakeKey {
+			c.queue.Forget(key)
+			c.queue.Done(key)
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		ns, name, _ := cache.SplitMetaNamespaceKey(key)
 		err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
 			p := newVMPatch(cur.VM)
@@ -427,13 +451,19 @@ func (c *Client) runBootOnceWorker(ctx context.Context) {
 			}
 			return p
 		})
-		if err != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+			c.queue.Add(key) // for the next run
+		case err != nil && !errors.Is(err, ErrNotFound):
 			c.log.Warn("restoring boot order after a one-time override failed", zap.String("vm", key), zap.Error(err))
 			c.queue.AddRateLimited(key)
-		} else {
+		default:
 			c.queue.Forget(key)
 		}
 		c.queue.Done(key)
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 

@@ -69,7 +69,11 @@ func (c *Client) InsertMedia(ctx context.Context, ns, name string, req MediaRequ
 	if err := c.create(ctx, DataVolumeResource, ns, dv); err != nil {
 		return err
 	}
+	// The media the successful patch replaced is the one computed in its last attempt, not
+	// what the cache showed before: a concurrent insert may have changed it meanwhile.
+	var replaced string
 	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+		replaced = MediaOf(cur).DataVolume
 		p := newVMPatch(cur.VM)
 		p.setMedia(cur.VM, req.Image, dv.Name, c.CDROMHotplug)
 		return p
@@ -77,8 +81,8 @@ func (c *Client) InsertMedia(ctx context.Context, ns, name string, req MediaRequ
 	if err != nil {
 		return err
 	}
-	if cur.Inserted && cur.DataVolume != dv.Name {
-		if err := c.deleteDataVolume(ctx, ns, cur.DataVolume); err != nil {
+	if replaced != "" && replaced != dv.Name {
+		if err := c.deleteDataVolume(ctx, ns, replaced); err != nil {
 			return err
 		}
 	}
@@ -89,20 +93,20 @@ func (c *Client) InsertMedia(ctx context.Context, ns, name string, req MediaRequ
 // EjectMedia empties the virtual CD: the disk leaves the VM and its DataVolume (with its PVC)
 // is deleted. Ejecting an empty drive succeeds.
 func (c *Client) EjectMedia(ctx context.Context, ns, name string) error {
-	m, ok := c.Get(ns, name)
-	if !ok {
+	if _, ok := c.Get(ns, name); !ok {
 		return ErrNotFound
 	}
-	cur := MediaOf(m)
+	var replaced string
 	err := c.mutate(ctx, ns, name, func(cur Machine) jsonPatch {
+		replaced = MediaOf(cur).DataVolume
 		p := newVMPatch(cur.VM)
 		p.setMedia(cur.VM, "", "", c.CDROMHotplug)
 		return p
 	})
-	if err != nil || cur.DataVolume == "" {
+	if err != nil || replaced == "" {
 		return err
 	}
-	return c.deleteDataVolume(ctx, ns, cur.DataVolume)
+	return c.deleteDataVolume(ctx, ns, replaced)
 }
 
 // ensureCache creates the namespace's import of the image, with its credentials Secret.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 	virtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
@@ -197,6 +198,13 @@ func (s *Server) countAction(action string, err error) {
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := backendError(err)
-	logError(s.log, r, e, err)
+	if e.Status == http.StatusServiceUnavailable {
+		// The cluster is unreachable (an apiserver outage or upgrade): one line per request,
+		// without the stack trace of an error log.
+		s.log.Warn("request failed: the Kubernetes API server cannot be reached", zap.String("method", r.Method),
+			zap.String("path", r.URL.Path), zap.Error(err))
+	} else {
+		logError(s.log, r, e, err)
+	}
 	writeError(w, e)
 }

@@ -288,7 +288,9 @@ func FuzzEjectMediaBody(f *testing.F) {
 				t.Fatalf("EjectMedia accepted the body %q", body)
 			}
 		case http.StatusBadRequest, http.StatusUnsupportedMediaType:
-			if empty {
+			// No body at all is always fine; blanks declared as something else than JSON are
+			// a body of the wrong type.
+			if len(body) == 0 || empty && rec.Code != http.StatusUnsupportedMediaType {
 				t.Fatalf("EjectMedia without a body refused: %d %s", rec.Code, rec.Body)
 			}
 		default:

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -28,14 +29,28 @@ func setCommonHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-cache")
 }
 
-// writeJSON writes a resource with its ETag.
+// writeJSON writes a resource with its ETag. The body is encoded into a pooled buffer: a
+// GET allocates no body of its own.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		writeError(w, redfish.InternalError())
 		return
 	}
-	writeBody(w, status, body)
+	// Encode is json.Marshal followed by a newline: the body, and so the ETag, are Marshal's.
+	writeBody(w, status, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putJSONBuffer returns a buffer to the pool unless it grew beyond the body of a collection
+// of ~20,000 members (the pool drops what the collector finds unused anyway).
+func putJSONBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 1<<20 {
+		jsonBuffers.Put(b)
+	}
 }
 
 // writeBody writes a marshalled resource with its ETag.
@@ -52,33 +67,101 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// linkOf is describedBy(body) without decoding all of body: it reads the top-level members
-// only up to "@odata.type", which encoding/json writes first or second (after @odata.id or
-// @odata.context), so the Link header of a 10,000-member collection costs what a system's
-// does. Bodies here come from json.Marshal: valid JSON, every key spelled once.
+// linkOf is describedBy(body) without decoding body: the Link header of a 10,000-member
+// collection costs what a system's does. It finds the top-level "@odata.type", which
+// encoding/json writes among the first members (after @odata.id or @odata.context), and
+// remembers the link of each type. Bodies here come from json.Marshal: valid JSON without
+// whitespace, every key spelled once.
 func linkOf(body []byte) string {
+	typ, ok := leadingType(body)
+	if !ok {
+		if typ, ok = topLevelType(body); !ok {
+			return ""
+		}
+	}
+	if l, ok := links.Load(string(typ)); ok {
+		return l.(string)
+	}
+	l := describedBy(append(append([]byte(`{"@odata.type":`), typ...), '}'))
+	if linkCount.Add(1) <= maxLinks {
+		links.Store(string(typ), l)
+	}
+	return l
+}
+
+// links caches linkOf per raw @odata.type value; the types are the few the server renders.
+var (
+	links     sync.Map
+	linkCount atomic.Int32
+)
+
+const maxLinks = 256
+
+// leadingType returns the raw JSON string of the top-level "@odata.type" when it is one of
+// the first members and only string members come before it (the shape of every resource).
+func leadingType(body []byte) ([]byte, bool) {
+	if len(body) == 0 || body[0] != '{' {
+		return nil, false
+	}
+	i := 1
+	for range 4 {
+		key, next, ok := jsonString(body, i)
+		if !ok || next >= len(body) || body[next] != ':' {
+			return nil, false
+		}
+		val, after, ok := jsonString(body, next+1)
+		if !ok {
+			return nil, false
+		}
+		if string(key) == `"@odata.type"` {
+			return val, true
+		}
+		if after >= len(body) || body[after] != ',' {
+			return nil, false
+		}
+		i = after + 1
+	}
+	return nil, false
+}
+
+// jsonString returns the JSON string starting at body[i], quotes included, and the index
+// after it.
+func jsonString(body []byte, i int) ([]byte, int, bool) {
+	if i >= len(body) || body[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(body); j++ {
+		switch body[j] {
+		case '\\':
+			j++
+		case '"':
+			return body[i : j+1], j + 1, true
+		}
+	}
+	return nil, 0, false
+}
+
+// topLevelType walks the top-level members with a decoder, skipping values, up to
+// "@odata.type", and returns its raw value.
+func topLevelType(body []byte) (json.RawMessage, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
+		return nil, false
 	}
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
-			return ""
+			return nil, false
+		}
+		var val json.RawMessage
+		if dec.Decode(&val) != nil {
+			return nil, false
 		}
 		if key == "@odata.type" {
-			var typ json.RawMessage
-			if dec.Decode(&typ) != nil {
-				return ""
-			}
-			return describedBy(append(append([]byte(`{"@odata.type":`), typ...), '}'))
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
+			return val, true
 		}
 	}
-	return ""
+	return nil, false
 }
 
 // gzipMinBytes is the smallest body served gzip-compressed to clients that accept it. Below it
@@ -97,11 +180,14 @@ var gzipWriters = sync.Pool{New: func() any {
 // representation. A response collected for $expand (bufferedResponse) stays identity: expand
 // decodes it.
 func writeJSONFor(w http.ResponseWriter, r *http.Request, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		writeError(w, redfish.InternalError())
 		return
 	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(body) < gzipMinBytes {
 		writeBody(w, status, body)
 		return
