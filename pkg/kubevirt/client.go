@@ -183,7 +183,7 @@ func (c *Client) Get(ns, name string) (Machine, bool) {
 	if !ok {
 		return Machine{}, false
 	}
-	m := Machine{VM: obj.(*virtv1.VirtualMachine), Peers: c.OnNode}
+	m := Machine{VM: obj.(*virtv1.VirtualMachine), Peers: nc.onNode}
 	if obj, ok, _ := nc.vmis.GetIndexer().GetByKey(ns + "/" + name); ok {
 		m.VMI = obj.(*virtv1.VirtualMachineInstance)
 	}
@@ -202,9 +202,9 @@ func (c *Client) List(keep func(*virtv1.VirtualMachine) bool) []Machine {
 	}
 	sort.Slice(nss, func(i, j int) bool { return nss[i]+"." < nss[j]+"." })
 	var out []Machine
-	peers := c.OnNode // one method value for all machines
 	for _, ns := range nss {
 		nc := c.namespaces[ns]
+		peers := nc.onNode // one method value for the namespace's machines
 		vmis := nc.vmis.GetIndexer()
 		start := len(out)
 		for _, obj := range nc.vms.GetIndexer().List() {

@@ -40,18 +40,18 @@ func (m Machine) Node() string {
 	return m.VMI.Status.NodeName
 }
 
-// OnNode lists the live VMIs the caches place on node.
-func (c *Client) OnNode(node string) []*virtv1.VirtualMachineInstance {
-	var out []*virtv1.VirtualMachineInstance
-	for _, nc := range c.namespaces {
-		objs, _ := nc.vmis.GetIndexer().ByIndex(nodeIndex, node)
-		for _, o := range objs {
-			if vmi := o.(*virtv1.VirtualMachineInstance); !isFinal(vmi) {
-				out = append(out, vmi)
-			}
+// onNode lists the namespace's live VMIs the cache places on node, by name. Placement checks
+// compare control-plane VMs of one namespace, so other namespaces need not be looked at: the
+// cost of a GET stays that of a node's few VMs of one tenant.
+func (nc *nsCache) onNode(node string) []*virtv1.VirtualMachineInstance {
+	objs, _ := nc.vmis.GetIndexer().ByIndex(nodeIndex, node)
+	out := make([]*virtv1.VirtualMachineInstance, 0, len(objs))
+	for _, o := range objs {
+		if vmi := o.(*virtv1.VirtualMachineInstance); !isFinal(vmi) {
+			out = append(out, vmi)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -14,7 +14,8 @@ import (
 type Machine struct {
 	VM  *virtv1.VirtualMachine
 	VMI *virtv1.VirtualMachineInstance
-	// Peers, when set, lists the live VMIs on a hosting node (for placement checks).
+	// Peers, when set, lists the live VMIs of the VM's namespace on a hosting node (for
+	// placement checks).
 	Peers func(node string) []*virtv1.VirtualMachineInstance
 }
 
