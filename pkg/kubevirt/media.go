@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 )
@@ -97,13 +98,15 @@ func shortHash(s string, n int) string {
 // CacheDataVolumeName is the image cache DataVolume of a URL in a namespace.
 func CacheDataVolumeName(image string) string { return "redfish-image-" + shortHash(image, 16) }
 
-// MediaDataVolumeName is a VM's media DataVolume for a URL. It stays within 63 characters,
-// since CDI derives pod and label values from it.
+// MediaDataVolumeName names a VM's media DataVolume for a URL. Each insert gets a fresh name
+// (a random suffix): reusing one could pick up a DataVolume of an earlier insert that is
+// still being deleted, leaving the VM pointing at a volume about to vanish. It stays within 63
+// characters, since CDI derives pod and label values from it.
 func MediaDataVolumeName(vm, image string) string {
 	if len(vm) > 40 {
 		vm = vm[:40]
 	}
-	return vm + "-cd-" + shortHash(vm+"\x00"+image, 10)
+	return vm + "-cd-" + shortHash(vm+"\x00"+image, 10) + "-" + utilrand.String(5)
 }
 
 // Storage says where and how large imported images are.
