@@ -246,7 +246,7 @@ func (s *Store) Lookup(ctx context.Context, token string, valid func(Session) bo
 	if found == nil {
 		return Session{}, false
 	}
-	sess, ok := parse(found)
+	sess, ok := s.parse(found)
 	if !ok || !s.live(sess) || (valid != nil && !valid(sess)) {
 		return Session{}, false
 	}
@@ -286,7 +286,7 @@ func (s *Store) Get(id string) (Session, bool) {
 	if !ok {
 		return Session{}, false
 	}
-	sess, ok := parse(obj.(*corev1.Secret))
+	sess, ok := s.parse(obj.(*corev1.Secret))
 	if !ok || !s.live(sess) {
 		return Session{}, false
 	}
@@ -297,7 +297,7 @@ func (s *Store) Get(id string) (Session, bool) {
 func (s *Store) Live() int {
 	n := 0
 	for _, obj := range s.informer.GetIndexer().List() {
-		if sess, ok := parse(obj.(*corev1.Secret)); ok && s.live(sess) {
+		if sess, ok := s.parse(obj.(*corev1.Secret)); ok && s.live(sess) {
 			n++
 		}
 	}
@@ -308,7 +308,7 @@ func (s *Store) Live() int {
 func (s *Store) List(user string) []Session {
 	var out []Session
 	for _, obj := range s.informer.GetIndexer().List() {
-		sess, ok := parse(obj.(*corev1.Secret))
+		sess, ok := s.parse(obj.(*corev1.Secret))
 		if ok && sess.User == user && s.live(sess) {
 			out = append(out, sess)
 		}
@@ -397,7 +397,7 @@ func (s *Store) SweepOnce(ctx context.Context) {
 	alive := map[string]bool{}
 	for _, obj := range s.informer.GetIndexer().List() {
 		sec := obj.(*corev1.Secret)
-		sess, ok := parse(sec)
+		sess, ok := s.parse(sec)
 		if ok && s.live(sess) {
 			alive[sess.ID] = true
 			continue
@@ -416,6 +416,22 @@ func (s *Store) SweepOnce(ctx context.Context) {
 		}
 	}
 	s.touchMu.Unlock()
+}
+
+// parse reads a session Secret, counting a use this replica has seen but its cache has not yet:
+// the last-used patch is asynchronous, and a session must not expire, or be swept, on the
+// replica that just used it.
+func (s *Store) parse(sec *corev1.Secret) (Session, bool) {
+	sess, ok := parse(sec)
+	if !ok {
+		return sess, false
+	}
+	s.touchMu.Lock()
+	if t, seen := s.touched[sess.ID]; seen && t.After(sess.LastUsed) {
+		sess.LastUsed = t
+	}
+	s.touchMu.Unlock()
+	return sess, true
 }
 
 // parse reads a session Secret; a Secret missing any field is no session.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 const ns = "kubevirt-redfish"
@@ -158,6 +159,37 @@ func TestIdleExpiryAndRefreshAcrossReplicas(t *testing.T) {
 	a.SweepOnce(context.Background())
 	_, err = dyn.Resource(SecretResource).Namespace(ns).Get(context.Background(), NamePrefix+sess.ID, metav1.GetOptions{})
 	assert.Error(t, err)
+}
+
+// The last-used patch is asynchronous and the cache lags the apiserver, so the replica that
+// used a session must count that use itself: otherwise a session used just before its timeout
+// expires, and can be swept, on that replica until its cache catches up.
+func TestALocalUseCountsBeforeTheCacheSeesIt(t *testing.T) {
+	dyn, c := newCluster(), newClock()
+	patched := make(chan struct{}, 1)
+	dyn.(*dynamicfake.FakeDynamicClient).PrependReactor("patch", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patched <- struct{}{}
+		return true, nil, nil // accepted, but never reaches the cache
+	})
+	s := startStore(t, dyn, c, func(o *Options) { o.Timeout = 5 * time.Minute })
+	sess, token, err := s.Create(context.Background(), "alice", "fp", "")
+	require.NoError(t, err)
+	eventually(t, "the cache has the session", func() bool { _, ok := s.Get(sess.ID); return ok })
+
+	c.Add(4 * time.Minute)
+	_, ok := s.Lookup(context.Background(), token, nil)
+	require.True(t, ok)
+	<-patched
+	c.Add(4 * time.Minute) // 8 minutes after login, 4 after the last use
+	_, ok = s.Lookup(context.Background(), token, nil)
+	assert.True(t, ok, "idle time counts from the last use on this replica")
+	s.SweepOnce(context.Background())
+	_, err = dyn.Resource(SecretResource).Namespace(ns).Get(context.Background(), NamePrefix+sess.ID, metav1.GetOptions{})
+	assert.NoError(t, err, "the sweep keeps a session this replica just used")
+
+	c.Add(5 * time.Minute)
+	_, ok = s.Lookup(context.Background(), token, nil)
+	assert.False(t, ok, "idle for the timeout since the last use")
 }
 
 func TestMaxLifetime(t *testing.T) {
