@@ -46,6 +46,8 @@ type options struct {
 	demo        bool
 	leaderElect bool
 	namespace   string
+	// pprofListen is the address of a net/http/pprof listener; empty serves none.
+	pprofListen string
 	// insecureHTTP overrides tls.insecureHTTP when the flag is given.
 	insecureHTTP *bool
 }
@@ -62,6 +64,7 @@ func main() {
 	flag.BoolVar(&o.demo, "demo", false, "serve an in-memory demo cluster with simulated VMs (no cluster needed)")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "run background loops only on the replica holding the Lease "+leaseName+" in $POD_NAMESPACE")
 	flag.StringVar(&o.namespace, "namespace", podNamespace(), "the server's own namespace, where sessions, the leader Lease and passwordSecret Secrets live (default: $POD_NAMESPACE, then the service account's namespace, then kubevirt-redfish)")
+	flag.StringVar(&o.pprofListen, "pprof-listen", "", "address of a Go profiling (net/http/pprof) listener, e.g. 127.0.0.1:6060; off when empty. It has no authentication: keep it on localhost")
 	insecure := flag.Bool("insecure-http", false, "serve plain HTTP instead of HTTPS, overriding tls.insecureHTTP (the demo defaults to true)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -150,6 +153,9 @@ func run(o options) error {
 		return err
 	}
 
+	if o.pprofListen != "" {
+		go servePprof(o.pprofListen, log)
+	}
 	srv := server.HTTPServer(cfg.Listen, handler, server.DefaultLimits)
 	srv.TLSConfig = tlsConfig
 	srv.ErrorLog = httpErrorLog
@@ -259,6 +265,7 @@ func clusterClient(ctx context.Context, o options) (dynamic.Interface, *rest.Con
 	if err != nil {
 		return nil, nil, err
 	}
+	streamInitialLists()
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kubevirt-redfish/" + version
 	rc.Wrap(retryWatches)
