@@ -40,6 +40,19 @@ func (m Machine) Node() string {
 	return m.VMI.Status.NodeName
 }
 
+// Neighbours returns what the machine's health depends on beyond its VM and VMI: the live
+// VMIs of its namespace on its hosting node, when it is a control-plane VM (for the placement
+// check), else nil.
+func (m Machine) Neighbours() []*virtv1.VirtualMachineInstance {
+	if m.Peers == nil || m.VM.Labels[ControlPlaneLabel] != ControlPlaneRole {
+		return nil
+	}
+	if node := m.Node(); node != "" {
+		return m.Peers(node)
+	}
+	return nil
+}
+
 // onNode lists the namespace's live VMIs the cache places on node, by name. Placement checks
 // compare control-plane VMs of one namespace, so other namespaces need not be looked at: the
 // cost of a GET stays that of a node's few VMs of one tenant.

@@ -68,11 +68,7 @@ func FactsOf(m Machine) Facts {
 	f.Sockets, f.Cores, f.Threads = cpuTopology(domain)
 	f.MemoryGiB = memoryGiB(domain)
 	f.Status = status(f.PowerState)
-	var neighbours []*virtv1.VirtualMachineInstance
-	if node := m.Node(); node != "" && m.Peers != nil {
-		neighbours = m.Peers(node)
-	}
-	f.Status.Health, f.Status.Conditions = Health(m, neighbours)
+	f.Status.Health, f.Status.Conditions = Health(m, m.Neighbours())
 	return f
 }
 

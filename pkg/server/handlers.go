@@ -96,7 +96,7 @@ func (s *Server) chassisCollection(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) system(w http.ResponseWriter, r *http.Request) {
 	if m, ok := s.machine(w, r, "ComputerSystem"); ok {
-		writeJSON(w, http.StatusOK, systemResource(m))
+		s.systemBodies.writeSystem(w, m)
 	}
 }
 

@@ -55,11 +55,17 @@ func putJSONBuffer(b *bytes.Buffer) {
 
 // writeBody writes a marshalled resource with its ETag.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
+	writePrepared(w, status, body, etagOf(body), linkOf(body))
+}
+
+// writePrepared writes a marshalled resource whose ETag and Link header (empty for none) are
+// known.
+func writePrepared(w http.ResponseWriter, status int, body []byte, etag, link string) {
 	h := w.Header()
 	setCommonHeaders(h)
 	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("ETag", etagOf(body))
-	if link := linkOf(body); link != "" {
+	h.Set("ETag", etag)
+	if link != "" {
 		h.Set("Link", link)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))

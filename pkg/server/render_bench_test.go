@@ -43,6 +43,7 @@ func benchMachine(i int) (*virtv1.VirtualMachine, *virtv1.VirtualMachineInstance
 	ns := fmt.Sprintf("bench-%d", i%benchNamespaces)
 	vm := sim.ControlPlaneVM(ns, fmt.Sprintf("vm-%05d", i), i)
 	vm.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1))
+	vm.ResourceVersion = "1" // as the apiserver would: the server keeps rendered bodies by version
 	if i/benchNamespaces >= 3 {
 		labels := map[string]string{"cluster": ns, "role": "worker"}
 		vm.Labels, vm.Spec.Template.ObjectMeta.Labels = labels, labels
@@ -54,7 +55,8 @@ func benchMachine(i int) (*virtv1.VirtualMachine, *virtv1.VirtualMachineInstance
 	vm.Spec.RunStrategy = &always
 	vmi := &virtv1.VirtualMachineInstance{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
-		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: ns, UID: types.UID(fmt.Sprintf("10000000-0000-4000-8000-%012d", i+1))},
+		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: ns, ResourceVersion: "1",
+			UID: types.UID(fmt.Sprintf("10000000-0000-4000-8000-%012d", i+1))},
 		Spec:       vm.Spec.Template.Spec,
 		Status: virtv1.VirtualMachineInstanceStatus{Phase: virtv1.Running, NodeName: fmt.Sprintf("node-%d", i/100),
 			Interfaces: []virtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", MAC: "02:00:00:00:00:01", IP: "10.128.0.1"}}},

@@ -56,6 +56,8 @@ type Server struct {
 	metrics *metrics.Metrics
 	ping    pinger
 	sec     *security
+	// systemBodies keeps rendered ComputerSystems (bodycache.go).
+	systemBodies *bodyCache
 }
 
 // Option adjusts a Server.
@@ -66,7 +68,7 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics
 
 // New builds a server for cfg over backend.
 func New(cfg *config.Config, backend Backend, log *zap.Logger, opts ...Option) *Server {
-	s := &Server{backend: backend, log: log, metrics: metrics.New(), sec: newSecurity()}
+	s := &Server{backend: backend, log: log, metrics: metrics.New(), sec: newSecurity(), systemBodies: newBodyCache()}
 	for _, o := range opts {
 		o(s)
 	}
