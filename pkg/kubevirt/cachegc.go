@@ -24,12 +24,16 @@ const DefaultSweepInterval = 30 * time.Second
 
 // sweepImageCaches deletes image cache DataVolumes (and their credentials) that no VM's media
 // has used for the retention period. The "unused since" mark lives on the DataVolume, so a
-// leader change or a restart does not reset the clock.
+// leader change or a restart does not reset the clock. Each pass first deletes the per-VM
+// media DataVolumes that their VM does not reference (sweepOrphanMedia): those count as users
+// of their cache, so they would pin it as well.
 func (c *Client) sweepImageCaches(ctx context.Context) {
 	t := time.NewTicker(c.SweepInterval)
 	defer t.Stop()
 	for {
-		c.sweepOnce(ctx, time.Now())
+		now := time.Now()
+		c.sweepOrphanMedia(ctx, now)
+		c.sweepOnce(ctx, now)
 		select {
 		case <-ctx.Done():
 			return

@@ -61,6 +61,9 @@ type Client struct {
 	// CacheRetention is how long an unused image cache DataVolume is kept, and SweepInterval
 	// how often unused ones are looked for.
 	CacheRetention, SweepInterval time.Duration
+	// MediaOrphanGrace is how old a per-VM media DataVolume its VM does not reference must be
+	// before the sweep deletes it (DefaultMediaOrphanGrace).
+	MediaOrphanGrace time.Duration
 	// CDROMHotplug uses KubeVirt's declarative volume hotplug for virtual media, so a running
 	// VM sees an insert or eject at once (the cluster must enable DeclarativeHotplugVolumes).
 	CDROMHotplug bool
@@ -82,6 +85,7 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "boot-once"}),
 	}
+	c.MediaOrphanGrace = DefaultMediaOrphanGrace
 	for _, ns := range namespaces {
 		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 		nc := &nsCache{
@@ -146,7 +150,7 @@ func (c *Client) Start(ctx context.Context) error {
 }
 
 // RunBackground restores boot orders after one-time overrides and deletes unused image
-// caches until ctx ends. Every change
+// caches and unreferenced media DataVolumes until ctx ends. Every change
 // it makes is guarded like a request's, so two replicas running it at once would still be
 // safe, only wasteful.
 //

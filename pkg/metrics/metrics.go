@@ -19,6 +19,10 @@ type Metrics struct {
 	ActiveSessions  prometheus.Gauge
 	ImportsRunning  prometheus.Gauge
 	ImportDuration  prometheus.Histogram
+	// MediaOrphansDeleted counts per-VM media DataVolumes the background sweep deleted because
+	// their VM did not reference them: an InsertMedia interrupted between creating the volume
+	// and patching the VM, or an eject whose delete never happened.
+	MediaOrphansDeleted prometheus.Counter
 	// SystemInfo is 1 per exposed system, labelled with the hosting node of its running VMI,
 	// so alerts can say which physical failure domain holds which tenant's control plane.
 	SystemInfo *prometheus.GaugeVec
@@ -57,12 +61,15 @@ func New() *Metrics {
 			Name: "kubevirt_redfish_media_import_duration_seconds", Help: "Time from InsertMedia to a ready volume.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
+		MediaOrphansDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubevirt_redfish_media_orphans_deleted_total", Help: "Per-VM media DataVolumes deleted because their VM did not reference them.",
+		}),
 		SystemInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubevirt_redfish_system_info", Help: "One series per exposed system: its namespace, hosting node (empty when off), power state and health.",
 		}, []string{"system", "namespace", "node", "power_state", "health"}),
 	}
 	m.Registry.MustRegister(m.SystemInfo, m.Requests, m.RequestDuration, m.Actions, m.APIErrors, m.InformersSynced,
-		m.AuthFailures, m.ActiveSessions, m.ImportsRunning, m.ImportDuration,
+		m.AuthFailures, m.ActiveSessions, m.ImportsRunning, m.ImportDuration, m.MediaOrphansDeleted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
