@@ -47,7 +47,9 @@ func writeSystem(t *testing.T, c *bodyCache, m kubevirt.Machine) written {
 
 // setSerial changes what the body shows as SerialNumber, without a new resourceVersion (never
 // the case in a cluster): this is how the tests tell a cached body from a rendered one.
-func setSerial(m kubevirt.Machine, serial string) { m.VM.Spec.Template.Spec.Domain.Firmware.Serial = serial }
+func setSerial(m kubevirt.Machine, serial string) {
+	m.VM.Spec.Template.Spec.Domain.Firmware.Serial = serial
+}
 
 func renderedSerial(t *testing.T, b []byte) string {
 	t.Helper()

@@ -54,10 +54,10 @@ func benchMachine(i int) (*virtv1.VirtualMachine, *virtv1.VirtualMachineInstance
 	always := virtv1.RunStrategyAlways
 	vm.Spec.RunStrategy = &always
 	vmi := &virtv1.VirtualMachineInstance{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
 		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Namespace: ns, ResourceVersion: "1",
 			UID: types.UID(fmt.Sprintf("10000000-0000-4000-8000-%012d", i+1))},
-		Spec:       vm.Spec.Template.Spec,
+		Spec: vm.Spec.Template.Spec,
 		Status: virtv1.VirtualMachineInstanceStatus{Phase: virtv1.Running, NodeName: fmt.Sprintf("node-%d", i/100),
 			Interfaces: []virtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", MAC: "02:00:00:00:00:01", IP: "10.128.0.1"}}},
 	}
