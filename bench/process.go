@@ -14,74 +14,32 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
-// proc is a child process the harness measures through /proc.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-}
-
-func startProc(logPath string, stdout *lockedWriter, env []string, name string, args ...string) (*proc, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
+// startProc starts a child the harness measures through /proc, its output in a fresh log at
+// logPath (the output directory outlives runs, and loggedSyncTime reads the first sync line),
+// stdout to stdout instead when that is not nil.
+func startProc(logPath string, stdout *testenv.SyncBuffer, env []string, name string, args ...string) (*testenv.Process, error) {
+	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = logFile
-	cmd.Stdout = logFile
 	if stdout != nil {
 		cmd.Stdout = stdout
 	}
-	// Children die with the harness (Linux), even on a crash.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return testenv.StartProcess(cmd, logPath)
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop ends the process: SIGTERM, then SIGKILL after 10s.
-func (p *proc) stop() {
-	if p == nil || p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+// stopGrace bounds the wait after SIGTERM before a child is killed.
+const stopGrace = 10 * time.Second
 
 // usage is a process's CPU time and memory from /proc.
 type usage struct {
@@ -126,24 +84,6 @@ func readUsage(pid int) (usage, error) {
 	return u, nil
 }
 
-// lockedWriter collects a child's stdout.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // ---- the kubevirt-redfish server ----
 
 const (
@@ -186,7 +126,7 @@ func serverConfig(dir, listen string, namespaces []string) (string, error) {
 
 // server is a running kubevirt-redfish.
 type server struct {
-	*proc
+	*testenv.Process
 	addr string
 	// ready is the time from exec to the first /readyz 200; synced is the informer sync time
 	// the server logged ("informer caches synced").
@@ -212,16 +152,16 @@ func startServer(ctx context.Context, bin, dir, kubeconfig string, namespaces, e
 	if err != nil {
 		return nil, err
 	}
-	s := &server{proc: p, addr: addr}
+	s := &server{Process: p, addr: addr}
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		if p.exited() {
-			return nil, fmt.Errorf("kubevirt-redfish exited during start-up; see %s:\n%s", p.log, tail(p.log, 20))
+		if p.Exited() {
+			return nil, fmt.Errorf("kubevirt-redfish exited during start-up; see %s:\n%s", p.Log, p.Tail(20))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop()
-			return nil, fmt.Errorf("kubevirt-redfish not ready after 5 minutes; see %s", p.log)
+			p.Stop(stopGrace)
+			return nil, fmt.Errorf("kubevirt-redfish not ready after 5 minutes; see %s", p.Log)
 		}
 		resp, err := client.Get("http://" + addr + "/readyz")
 		if err == nil {
@@ -233,7 +173,7 @@ func startServer(ctx context.Context, bin, dir, kubeconfig string, namespaces, e
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.ready = time.Since(begin)
-	s.synced, err = loggedSyncTime(p.log)
+	s.synced, err = loggedSyncTime(p.Log)
 	if err != nil {
 		return s, err
 	}
@@ -279,21 +219,21 @@ func startCeiling(dir string, body []byte) (*server, error) {
 	if err := os.WriteFile(bodyPath, body, 0o600); err != nil {
 		return nil, err
 	}
-	out := &lockedWriter{}
+	out := &testenv.SyncBuffer{}
 	p, err := startProc(filepath.Join(dir, "ceiling.log"), out, nil, self, "ceiling", "-body", bodyPath,
 		"-user", benchUser, "-password", benchPassword)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && !p.exited() {
+	for time.Now().Before(deadline) && !p.Exited() {
 		if line, _, ok := strings.Cut(out.String(), "\n"); ok {
-			return &server{proc: p, addr: strings.TrimSpace(line)}, nil
+			return &server{Process: p, addr: strings.TrimSpace(line)}, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.stop()
-	return nil, fmt.Errorf("the ceiling server did not start; see %s", p.log)
+	p.Stop(stopGrace)
+	return nil, fmt.Errorf("the ceiling server did not start; see %s", p.Log)
 }
 
 func freePort() (int, error) {
@@ -303,13 +243,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

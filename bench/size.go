@@ -107,16 +107,16 @@ func runSize(ctx context.Context, o options, n int) (*sizeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
+	defer srv.Stop(stopGrace)
 	res.Ready, res.Synced = srv.ready, srv.synced
-	u, _ := readUsage(srv.pid())
+	u, _ := readUsage(srv.Pid())
 	res.RSSReady = u.RSS
 	log.Printf("bench: N=%d: kubevirt-redfish ready in %s (informers synced in %s), RSS %d MB", n,
 		res.Ready.Round(time.Millisecond), res.Synced.Round(time.Millisecond), u.RSS>>20)
 
 	if o.startupOnly {
 		time.Sleep(3 * time.Second) // let the collector settle
-		u, _ = readUsage(srv.pid())
+		u, _ = readUsage(srv.Pid())
 		res.RSSEnd, res.RSSPeak = u.RSS, u.HWM
 		log.Printf("bench: N=%d: RSS %d MB 3 s later, peak %d MB", n, u.RSS>>20, u.HWM>>20)
 		return res, nil
@@ -139,7 +139,7 @@ func runSize(ctx context.Context, o options, n int) (*sizeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer ceil.stop()
+	defer ceil.Stop(stopGrace)
 
 	headers := func(gz bool, auth string) []string {
 		h := []string{auth, "Accept: application/json"}
@@ -216,7 +216,7 @@ func runSize(ctx context.Context, o options, n int) (*sizeResult, error) {
 		}
 	}
 
-	u, _ = readUsage(srv.pid())
+	u, _ = readUsage(srv.Pid())
 	res.RSSServing = u.HWM
 	if err := readRows([]readBench{
 		{"GET Systems collection", 1, collection},
@@ -254,7 +254,7 @@ func runSize(ctx context.Context, o options, n int) (*sizeResult, error) {
 	}
 	res.Rows = append(res.Rows, r)
 
-	u, _ = readUsage(srv.pid())
+	u, _ = readUsage(srv.Pid())
 	res.RSSEnd, res.RSSPeak = u.RSS, u.HWM
 	return res, nil
 }
@@ -309,7 +309,7 @@ func (b *bencher) paired(name string, gz bool, rounds int, sc scenario) (*row, e
 			p  *server
 			sc scenario
 		}{{b.ceil, ceilSc}, {b.srv, sc}} {
-			u0, err := readUsage(run.p.pid())
+			u0, err := readUsage(run.p.Pid())
 			if err != nil {
 				return nil, err
 			}
@@ -318,7 +318,7 @@ func (b *bencher) paired(name string, gz bool, rounds int, sc scenario) (*row, e
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			u1, err := readUsage(run.p.pid())
+			u1, err := readUsage(run.p.Pid())
 			if err != nil {
 				return nil, err
 			}

@@ -129,6 +129,24 @@ func each(in *Input, f func(vm *virtv1.VirtualMachine)) {
 	}
 }
 
+// evictionStrategy sets the evictionStrategy of every VM (nil unsets it).
+func evictionStrategy(e *virtv1.EvictionStrategy) func(*Input) {
+	return func(in *Input) {
+		each(in, func(vm *virtv1.VirtualMachine) { vm.Spec.Template.Spec.EvictionStrategy = e })
+	}
+}
+
+// pdbSelectsWorkers adds two worker VMs of the same cluster and widens the PDB's selector to
+// select them too.
+func pdbSelectsWorkers(in *Input) {
+	for _, name := range []string{"worker-0", "worker-1"} {
+		w := goodVM(name)
+		w.Spec.Template.ObjectMeta.Labels = map[string]string{"cluster": "tenant-a", "role": "worker"}
+		in.OtherVMs = append(in.OtherVMs, w)
+	}
+	in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"cluster": "tenant-a"}
+}
+
 func eachVMI(in *Input, f func(vmi *virtv1.VirtualMachineInstance)) {
 	for i := range in.VMIs {
 		f(&in.VMIs[i])
@@ -338,27 +356,15 @@ func TestRules(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "PDB also selects the worker VMs",
-			break_: func(in *Input) {
-				for _, name := range []string{"worker-0", "worker-1"} {
-					w := goodVM(name)
-					w.Spec.Template.ObjectMeta.Labels = map[string]string{"cluster": "tenant-a", "role": "worker"}
-					in.OtherVMs = append(in.OtherVMs, w)
-				}
-				in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"cluster": "tenant-a"}
-			},
+			name:   "PDB also selects the worker VMs",
+			break_: pdbSelectsWorkers,
 			want: map[Rule][]want{RuleDisruptionBudget: same(Fail,
 				"PodDisruptionBudget control-plane (minAvailable 2) also selects worker-0 and worker-1, so it lets 3 of its 5 pods be evicted at once, as many as 3 of the 3 VMs: etcd needs 2 running for quorum")},
 		},
 		{
 			name: "PDB selecting the workers too, sized for it",
 			break_: func(in *Input) {
-				for _, name := range []string{"worker-0", "worker-1"} {
-					w := goodVM(name)
-					w.Spec.Template.ObjectMeta.Labels = map[string]string{"cluster": "tenant-a", "role": "worker"}
-					in.OtherVMs = append(in.OtherVMs, w)
-				}
-				in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"cluster": "tenant-a"}
+				pdbSelectsWorkers(in)
 				in.PDBs[0].Spec.MinAvailable = intOr(4)
 			},
 			want: map[Rule][]want{RuleDisruptionBudget: same(Pass,
@@ -372,40 +378,26 @@ func TestRules(t *testing.T) {
 		},
 		// ---- eviction-strategy ----
 		{
-			name: "eviction LiveMigrate",
-			break_: func(in *Input) {
-				each(in, func(vm *virtv1.VirtualMachine) {
-					vm.Spec.Template.Spec.EvictionStrategy = ptr(virtv1.EvictionStrategyLiveMigrate)
-				})
-			},
+			name:   "eviction LiveMigrate",
+			break_: evictionStrategy(ptr(virtv1.EvictionStrategyLiveMigrate)),
 			want: map[Rule][]want{RuleEvictionStrategy: same(Fail,
 				"evictionStrategy is LiveMigrate: a drain live-migrates the VM, and live migration is not supported for control-plane VMs")},
 		},
 		{
-			name: "eviction LiveMigrateIfPossible",
-			break_: func(in *Input) {
-				each(in, func(vm *virtv1.VirtualMachine) {
-					vm.Spec.Template.Spec.EvictionStrategy = ptr(virtv1.EvictionStrategyLiveMigrateIfPossible)
-				})
-			},
+			name:   "eviction LiveMigrateIfPossible",
+			break_: evictionStrategy(ptr(virtv1.EvictionStrategyLiveMigrateIfPossible)),
 			want: map[Rule][]want{RuleEvictionStrategy: same(Fail,
 				"evictionStrategy is LiveMigrateIfPossible: a drain live-migrates the VM, and live migration is not supported for control-plane VMs")},
 		},
 		{
-			name: "eviction External",
-			break_: func(in *Input) {
-				each(in, func(vm *virtv1.VirtualMachine) {
-					vm.Spec.Template.Spec.EvictionStrategy = ptr(virtv1.EvictionStrategyExternal)
-				})
-			},
+			name:   "eviction External",
+			break_: evictionStrategy(ptr(virtv1.EvictionStrategyExternal)),
 			want: map[Rule][]want{RuleEvictionStrategy: same(Fail,
 				"evictionStrategy is External: a drain waits for an external controller to act on the VM, and none does for control-plane VMs")},
 		},
 		{
-			name: "eviction unset",
-			break_: func(in *Input) {
-				each(in, func(vm *virtv1.VirtualMachine) { vm.Spec.Template.Spec.EvictionStrategy = nil })
-			},
+			name:   "eviction unset",
+			break_: evictionStrategy(nil),
 			want: map[Rule][]want{RuleEvictionStrategy: same(Warn,
 				"evictionStrategy is not set: the cluster-wide default (KubeVirt CR spec.configuration.evictionStrategy) applies, which may be LiveMigrate")},
 		},

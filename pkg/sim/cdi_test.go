@@ -7,10 +7,8 @@ import (
 	"io"
 	"log"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,70 +16,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim/simtest"
 )
 
-// ---- an image server ----
-
-// imageHandler serves /img/<anything>?size=N[&chunk=K][&delay=D][&truncate=M][&user=U&pass=P]:
-// N bytes announced in Content-Length, written in chunks of K bytes with D between them, cut
-// after M bytes, behind Basic auth. Anything else is 404.
-func imageHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/img/", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if u := q.Get("user"); u != "" {
-			if user, pass, ok := r.BasicAuth(); !ok || user != u || pass != q.Get("pass") {
-				w.Header().Set("WWW-Authenticate", `Basic realm="images"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-		}
-		size, _ := strconv.Atoi(q.Get("size"))
-		send := size
-		if t := q.Get("truncate"); t != "" {
-			send, _ = strconv.Atoi(t)
-		}
-		chunk := 64 << 10
-		if c := q.Get("chunk"); c != "" {
-			chunk, _ = strconv.Atoi(c)
-		}
-		delay, _ := time.ParseDuration(q.Get("delay"))
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if r.Method == http.MethodHead {
-			return
-		}
-		buf := make([]byte, chunk)
-		for i := range buf {
-			buf[i] = byte(i)
-		}
-		for sent := 0; sent < send; {
-			n := min(chunk, send-sent)
-			if _, err := w.Write(buf[:n]); err != nil {
-				return
-			}
-			sent += n
-			w.(http.Flusher).Flush()
-			if delay > 0 && sent < send {
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(delay):
-				}
-			}
-		}
-	})
-	return mux
+// imageServer serves simtest.ImageHandler until the test ends.
+func imageServer(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(simtest.ImageHandler())
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // ---- a fake cluster ----
@@ -209,82 +159,23 @@ func (f *fakeCluster) create(obj any) {
 
 func (f *fakeCluster) dv(ns, name string) *cdiv1.DataVolume {
 	f.t.Helper()
-	u, err := f.dyn.Resource(kubevirt.DataVolumeResource).Namespace(ns).Get(f.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(f.t, err)
-	dv := &cdiv1.DataVolume{}
-	require.NoError(f.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, dv))
-	return dv
+	return simtest.Get[cdiv1.DataVolume](f.t, f.ctx, f.dyn, kubevirt.DataVolumeResource, ns, name)
 }
 
 func (f *fakeCluster) pvc(ns, name string) *corev1.PersistentVolumeClaim {
 	f.t.Helper()
-	u, err := f.dyn.Resource(PVCResource).Namespace(ns).Get(f.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(f.t, err)
-	pvc := &corev1.PersistentVolumeClaim{}
-	require.NoError(f.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pvc))
-	return pvc
+	return simtest.Get[corev1.PersistentVolumeClaim](f.t, f.ctx, f.dyn, PVCResource, ns, name)
 }
 
 func (f *fakeCluster) vmi(ns, name string) *virtv1.VirtualMachineInstance {
 	f.t.Helper()
-	u, err := f.dyn.Resource(kubevirt.VMIResource).Namespace(ns).Get(f.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(f.t, err)
-	vmi := &virtv1.VirtualMachineInstance{}
-	require.NoError(f.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, vmi))
-	return vmi
+	return simtest.Get[virtv1.VirtualMachineInstance](f.t, f.ctx, f.dyn, kubevirt.VMIResource, ns, name)
 }
 
 // watchDV polls the DataVolume until done says so, recording every phase and progress seen.
 func (f *fakeCluster) watchDV(ns, name string, timeout time.Duration, done func(*cdiv1.DataVolume) bool) (*cdiv1.DataVolume, []cdiv1.DataVolumePhase, []string) {
 	f.t.Helper()
-	var phases []cdiv1.DataVolumePhase
-	var progress []string
-	deadline := time.Now().Add(timeout)
-	for {
-		dv := f.dv(ns, name)
-		if dv != nil {
-			if p := dv.Status.Phase; p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
-				phases = append(phases, p)
-			}
-			if p := string(dv.Status.Progress); p != "" && (len(progress) == 0 || progress[len(progress)-1] != p) {
-				progress = append(progress, p)
-			}
-			if done(dv) {
-				return dv, phases, progress
-			}
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("DataVolume %s/%s: timed out; phases %v, progress %v, last %+v", ns, name, phases, progress, dv)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func phaseIs(p cdiv1.DataVolumePhase) func(*cdiv1.DataVolume) bool {
-	return func(dv *cdiv1.DataVolume) bool { return dv.Status.Phase == p }
-}
-
-func cond(dv *cdiv1.DataVolume, t cdiv1.DataVolumeConditionType) cdiv1.DataVolumeCondition {
-	for _, c := range dv.Status.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return cdiv1.DataVolumeCondition{}
-}
-
-func runningError(dv *cdiv1.DataVolume) bool {
-	c := cond(dv, cdiv1.DataVolumeRunning)
-	return c.Status == corev1.ConditionFalse && c.Message != "" && c.Reason != reasonCompleted
+	return simtest.WatchDV(f.t, ns+"/"+name, timeout, func() *cdiv1.DataVolume { return f.dv(ns, name) }, done)
 }
 
 func eventually(t *testing.T, what string, timeout time.Duration, ok func() bool) {
@@ -298,29 +189,20 @@ func eventually(t *testing.T, what string, timeout time.Duration, ok func() bool
 	}
 }
 
-func progressValue(p string) (float64, bool) {
-	if !strings.HasSuffix(p, "%") {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(strings.TrimSuffix(p, "%"), 64)
-	return f, err == nil
-}
-
 // ---- tests ----
 
 func TestImportSucceedsWithProgress(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	const size = 2 << 20
 	url := fmt.Sprintf("%s/img/disc.iso?size=%d&chunk=%d&delay=10ms", srv.URL, size, 64<<10)
 	f.create(newDV("tenant-a", "disc", httpSource(url)))
 
-	dv, phases, progress := f.watchDV("tenant-a", "disc", 20*time.Second, phaseIs(cdiv1.Succeeded))
+	dv, phases, progress := f.watchDV("tenant-a", "disc", 20*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	assert.Equal(t, []cdiv1.DataVolumePhase{cdiv1.ImportScheduled, cdiv1.ImportInProgress, cdiv1.Succeeded}, phases)
 	var mid []float64
 	for _, p := range progress {
-		if v, ok := progressValue(p); ok && v > 0 && v < 100 {
+		if v, ok := simtest.Progress(p); ok && v > 0 && v < 100 {
 			mid = append(mid, v)
 		}
 	}
@@ -333,7 +215,7 @@ func TestImportSucceedsWithProgress(t *testing.T) {
 	assert.Equal(t, cdiv1.DataVolumeProgress("100.0%"), dv.Status.Progress)
 	assert.Equal(t, "disc", dv.Status.ClaimName)
 	assert.Equal(t, int32(0), dv.Status.RestartCount)
-	b, r, run := cond(dv, cdiv1.DataVolumeBound), cond(dv, cdiv1.DataVolumeReady), cond(dv, cdiv1.DataVolumeRunning)
+	b, r, run := simtest.Cond(dv, cdiv1.DataVolumeBound), simtest.Cond(dv, cdiv1.DataVolumeReady), simtest.Cond(dv, cdiv1.DataVolumeRunning)
 	assert.Equal(t, corev1.ConditionTrue, b.Status)
 	assert.Equal(t, "Bound", b.Reason)
 	assert.Equal(t, "PVC disc Bound", b.Message)
@@ -358,15 +240,14 @@ func TestImportSucceedsWithProgress(t *testing.T) {
 
 func TestImportCopiesStorageSettings(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	block := corev1.PersistentVolumeBlock
 	dv := newDV("tenant-a", "blk", httpSource(srv.URL+"/img/a.iso?size=1000"), withStorageClass("fast"), func(dv *cdiv1.DataVolume) {
 		dv.Spec.Storage.VolumeMode = &block
 		dv.Spec.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	})
 	f.create(dv)
-	f.watchDV("tenant-a", "blk", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "blk", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	pvc := f.pvc("tenant-a", "blk")
 	require.NotNil(t, pvc)
 	assert.Equal(t, "fast", *pvc.Spec.StorageClassName)
@@ -378,17 +259,16 @@ func TestImportCopiesStorageSettings(t *testing.T) {
 
 func TestImport404RetriesThenFails(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/nothing-here.iso"
 	f.create(newDV("tenant-a", "missing", httpSource(url)))
 
-	dv, _, _ := f.watchDV("tenant-a", "missing", 10*time.Second, runningError)
+	dv, _, _ := f.watchDV("tenant-a", "missing", 10*time.Second, simtest.RunningError)
 	assert.Equal(t, cdiv1.ImportInProgress, dv.Status.Phase)
-	run := cond(dv, cdiv1.DataVolumeRunning)
+	run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 	assert.Equal(t, "Error", run.Reason)
 	assert.Equal(t, "Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found", run.Message)
-	assert.Equal(t, corev1.ConditionFalse, cond(dv, cdiv1.DataVolumeReady).Status)
+	assert.Equal(t, corev1.ConditionFalse, simtest.Cond(dv, cdiv1.DataVolumeReady).Status)
 
 	restarts := map[int32]bool{}
 	dv, _, _ = f.watchDV("tenant-a", "missing", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
@@ -397,38 +277,36 @@ func TestImport404RetriesThenFails(t *testing.T) {
 	})
 	assert.Equal(t, int32(3), dv.Status.RestartCount)
 	assert.True(t, restarts[1] && restarts[2], "restart counts seen: %v", restarts)
-	assert.Equal(t, run.Message, cond(dv, cdiv1.DataVolumeRunning).Message)
+	assert.Equal(t, run.Message, simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 	assert.Equal(t, int64(0), f.sim.BytesFetched(url))
 }
 
 func TestImportSlowShowsProgress(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/img/slow.iso?size=1000000&chunk=10000&delay=20ms"
 	f.create(newDV("tenant-a", "slow", httpSource(url)))
 	dv, _, _ := f.watchDV("tenant-a", "slow", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
-		v, ok := progressValue(string(dv.Status.Progress))
+		v, ok := simtest.Progress(string(dv.Status.Progress))
 		return ok && v > 10 && v < 90
 	})
 	assert.Equal(t, cdiv1.ImportInProgress, dv.Status.Phase)
-	run := cond(dv, cdiv1.DataVolumeRunning)
+	run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 	assert.Equal(t, corev1.ConditionTrue, run.Status)
 	assert.Equal(t, "Pod is running", run.Reason)
-	ready := cond(dv, cdiv1.DataVolumeReady)
+	ready := simtest.Cond(dv, cdiv1.DataVolumeReady)
 	assert.Equal(t, corev1.ConditionFalse, ready.Status)
 	assert.Equal(t, "TransferRunning", ready.Reason)
-	f.watchDV("tenant-a", "slow", 20*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "slow", 20*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 }
 
 func TestImportTruncated(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/img/cut.iso?size=1000000&truncate=300000"
 	f.create(newDV("tenant-a", "cut", httpSource(url)))
-	dv, _, _ := f.watchDV("tenant-a", "cut", 10*time.Second, runningError)
-	run := cond(dv, cdiv1.DataVolumeRunning)
+	dv, _, _ := f.watchDV("tenant-a", "cut", 10*time.Second, simtest.RunningError)
+	run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 	assert.Equal(t, "ImagePullFailed", run.Reason)
 	assert.Equal(t, "Unable to process data: Unable to transfer source data to scratch space: failed to pull image: unexpected EOF", run.Message)
 	assert.Equal(t, cdiv1.ImportInProgress, dv.Status.Phase)
@@ -437,15 +315,15 @@ func TestImportTruncated(t *testing.T) {
 
 func TestImportTLS(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewUnstartedServer(imageHandler())
+	srv := httptest.NewUnstartedServer(simtest.ImageHandler())
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the rejected handshakes
 	srv.StartTLS()
 	defer srv.Close()
 
 	url := srv.URL + "/img/secure.iso?size=100000"
 	f.create(newDV("tenant-a", "untrusted", httpSource(url)))
-	dv, _, _ := f.watchDV("tenant-a", "untrusted", 10*time.Second, runningError)
-	run := cond(dv, cdiv1.DataVolumeRunning)
+	dv, _, _ := f.watchDV("tenant-a", "untrusted", 10*time.Second, simtest.RunningError)
+	run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 	assert.Equal(t, "Error", run.Reason)
 	assert.Equal(t, fmt.Sprintf("Unable to connect to http data source: HTTP request errored: Get %q: tls: failed to verify certificate: x509: certificate signed by unknown authority", url), run.Message)
 
@@ -458,67 +336,64 @@ func TestImportTLS(t *testing.T) {
 	src := httpSource(url)
 	src.HTTP.CertConfigMap = "image-ca"
 	f.create(newDV("tenant-a", "trusted", src))
-	f.watchDV("tenant-a", "trusted", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "trusted", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 
 	// A ConfigMap that does not exist keeps the importer pod from starting.
 	src = httpSource(url)
 	src.HTTP.CertConfigMap = "nope"
 	f.create(newDV("tenant-a", "no-ca", src))
 	dv, _, _ = f.watchDV("tenant-a", "no-ca", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
-		return cond(dv, cdiv1.DataVolumeRunning).Reason == "ContainerCreating"
+		return simtest.Cond(dv, cdiv1.DataVolumeRunning).Reason == "ContainerCreating"
 	})
 	assert.Equal(t, cdiv1.ImportScheduled, dv.Status.Phase)
 }
 
 func TestImportBasicAuth(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/img/private.iso?size=50000&user=alice&pass=s3cret"
 
 	f.create(newDV("tenant-a", "anon", httpSource(url)))
-	dv, _, _ := f.watchDV("tenant-a", "anon", 10*time.Second, runningError)
-	assert.Equal(t, "Unable to connect to http data source: expected status code 200, got 401. Status: 401 Unauthorized", cond(dv, cdiv1.DataVolumeRunning).Message)
+	dv, _, _ := f.watchDV("tenant-a", "anon", 10*time.Second, simtest.RunningError)
+	assert.Equal(t, "Unable to connect to http data source: expected status code 200, got 401. Status: 401 Unauthorized", simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 
 	src := httpSource(url)
 	src.HTTP.SecretRef = "creds"
 	f.create(newDV("tenant-a", "authed", src))
 	dv, _, _ = f.watchDV("tenant-a", "authed", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
-		return cond(dv, cdiv1.DataVolumeRunning).Reason == "CreateContainerConfigError"
+		return simtest.Cond(dv, cdiv1.DataVolumeRunning).Reason == "CreateContainerConfigError"
 	})
 	assert.Equal(t, cdiv1.ImportScheduled, dv.Status.Phase)
-	assert.Equal(t, `secret "creds" not found`, cond(dv, cdiv1.DataVolumeRunning).Message)
+	assert.Equal(t, `secret "creds" not found`, simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 
 	f.create(&corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "tenant-a"},
 		Data:       map[string][]byte{"accessKeyId": []byte("alice"), "secretKey": []byte("s3cret")},
 	})
-	f.watchDV("tenant-a", "authed", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "authed", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 }
 
 func TestImportTooSmallAndInvalidSize(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	f.create(newDV("tenant-a", "small", httpSource(srv.URL+"/img/big.iso?size=3000000"), withSize("1Mi")))
-	dv, _, _ := f.watchDV("tenant-a", "small", 10*time.Second, runningError)
-	assert.Equal(t, "Error", cond(dv, cdiv1.DataVolumeRunning).Reason)
-	assert.Equal(t, "DataVolume too small to contain image", cond(dv, cdiv1.DataVolumeRunning).Message)
+	dv, _, _ := f.watchDV("tenant-a", "small", 10*time.Second, simtest.RunningError)
+	assert.Equal(t, "Error", simtest.Cond(dv, cdiv1.DataVolumeRunning).Reason)
+	assert.Equal(t, "DataVolume too small to contain image", simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 
 	f.create(newDV("tenant-a", "nosize", httpSource(srv.URL+"/img/x.iso?size=10"), withSize("")))
 	dv, _, _ = f.watchDV("tenant-a", "nosize", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
-		return cond(dv, cdiv1.DataVolumeBound).Reason == "ErrClaimNotValid"
+		return simtest.Cond(dv, cdiv1.DataVolumeBound).Reason == "ErrClaimNotValid"
 	})
 	assert.Equal(t, cdiv1.DataVolumePhase(""), dv.Status.Phase)
-	assert.Equal(t, "PVC Spec is not valid - missing storage size", cond(dv, cdiv1.DataVolumeBound).Message)
+	assert.Equal(t, "PVC Spec is not valid - missing storage size", simtest.Cond(dv, cdiv1.DataVolumeBound).Message)
 	assert.Nil(t, f.pvc("tenant-a", "nosize"))
 }
 
 func TestCloneWaitsForSourceAndFetchesNothing(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	const size = 500000
 	url := fmt.Sprintf("%s/img/shared.iso?size=%d&chunk=50000&delay=30ms", srv.URL, size)
 	// The clones first: their source does not exist yet.
@@ -526,24 +401,24 @@ func TestCloneWaitsForSourceAndFetchesNothing(t *testing.T) {
 		f.create(newDV("tenant-a", fmt.Sprintf("cp-%d-cd", i), cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{Namespace: "tenant-a", Name: "cache"}}))
 	}
 	dv, _, _ := f.watchDV("tenant-a", "cp-0-cd", 5*time.Second, func(dv *cdiv1.DataVolume) bool {
-		return cond(dv, cdiv1.DataVolumeBound).Reason == "CloneWithoutSource"
+		return simtest.Cond(dv, cdiv1.DataVolumeBound).Reason == "CloneWithoutSource"
 	})
-	assert.Equal(t, "The source pvc cache doesn't exist", cond(dv, cdiv1.DataVolumeBound).Message)
+	assert.Equal(t, "The source pvc cache doesn't exist", simtest.Cond(dv, cdiv1.DataVolumeBound).Message)
 
 	f.create(newDV("tenant-a", "cache", httpSource(url)))
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("cp-%d-cd", i)
-		dv, _, _ = f.watchDV("tenant-a", name, 5*time.Second, phaseIs(cdiv1.CloneScheduled))
-		assert.Equal(t, "Cloning from tenant-a/cache into tenant-a/"+name+" scheduled", cond(dv, cdiv1.DataVolumeBound).Message)
-		assert.Equal(t, "CloneScheduled", cond(dv, cdiv1.DataVolumeBound).Reason)
+		dv, _, _ = f.watchDV("tenant-a", name, 5*time.Second, simtest.PhaseIs(cdiv1.CloneScheduled))
+		assert.Equal(t, "Cloning from tenant-a/cache into tenant-a/"+name+" scheduled", simtest.Cond(dv, cdiv1.DataVolumeBound).Message)
+		assert.Equal(t, "CloneScheduled", simtest.Cond(dv, cdiv1.DataVolumeBound).Reason)
 	}
 	assert.NotEqual(t, cdiv1.Succeeded, f.dv("tenant-a", "cache").Status.Phase, "the source is still importing")
 
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("cp-%d-cd", i)
-		dv, _, _ := f.watchDV("tenant-a", name, 20*time.Second, phaseIs(cdiv1.Succeeded))
+		dv, _, _ := f.watchDV("tenant-a", name, 20*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 		assert.Equal(t, cdiv1.DataVolumeProgress("100.0%"), dv.Status.Progress)
-		assert.Equal(t, "Clone Complete", cond(dv, cdiv1.DataVolumeRunning).Message)
+		assert.Equal(t, "Clone Complete", simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 		pvc := f.pvc("tenant-a", name)
 		require.NotNil(t, pvc)
 		assert.Equal(t, strconv.Itoa(size), pvc.Annotations[BytesAnnotation])
@@ -556,17 +431,16 @@ func TestCloneWaitsForSourceAndFetchesNothing(t *testing.T) {
 
 func TestWaitForFirstConsumer(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/img/w.iso?size=100000"
 
 	f.create(newDV("tenant-a", "immediate", httpSource(url), withStorageClass("local-wffc"), withAnnotation(annImmediateBinding, "true")))
-	f.watchDV("tenant-a", "immediate", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "immediate", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 
 	f.create(newDV("tenant-a", "lazy", httpSource(url), withStorageClass("local-wffc")))
-	dv, _, _ := f.watchDV("tenant-a", "lazy", 10*time.Second, phaseIs(cdiv1.WaitForFirstConsumer))
+	dv, _, _ := f.watchDV("tenant-a", "lazy", 10*time.Second, simtest.PhaseIs(cdiv1.WaitForFirstConsumer))
 	assert.Equal(t, "lazy", dv.Status.ClaimName)
-	assert.Equal(t, "PVC lazy Pending", cond(dv, cdiv1.DataVolumeBound).Message)
+	assert.Equal(t, "PVC lazy Pending", simtest.Cond(dv, cdiv1.DataVolumeBound).Message)
 	assert.Equal(t, corev1.ClaimPending, f.pvc("tenant-a", "lazy").Status.Phase)
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, cdiv1.WaitForFirstConsumer, f.dv("tenant-a", "lazy").Status.Phase)
@@ -575,7 +449,7 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	vm := vmWithDataVolume("tenant-a", "consumer", "lazy")
 	f.create(vm)
 	eventually(t, "a VMI", 5*time.Second, func() bool { return f.vmi("tenant-a", "consumer") != nil })
-	f.watchDV("tenant-a", "lazy", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "lazy", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	assert.Equal(t, corev1.ClaimBound, f.pvc("tenant-a", "lazy").Status.Phase)
 	eventually(t, "the VMI to run", 5*time.Second, func() bool {
 		vmi := f.vmi("tenant-a", "consumer")
@@ -588,16 +462,13 @@ func vmWithDataVolume(ns, name, dv string) *virtv1.VirtualMachine {
 	vm.UID = newUID()
 	always := virtv1.RunStrategyAlways
 	vm.Spec.RunStrategy = &always
-	spec := &vm.Spec.Template.Spec
-	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, virtv1.Disk{Name: "cd", DiskDevice: virtv1.DiskDevice{CDRom: &virtv1.CDRomTarget{Bus: virtv1.DiskBusSATA}}})
-	spec.Volumes = append(spec.Volumes, virtv1.Volume{Name: "cd", VolumeSource: virtv1.VolumeSource{DataVolume: &virtv1.DataVolumeSource{Name: dv}}})
+	simtest.AddDataVolumeCD(vm, dv)
 	return vm
 }
 
 func TestVMIWaitsForDataVolume(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	f.create(vmWithDataVolume("tenant-a", "waiter", "later"))
 	eventually(t, "a VMI", 5*time.Second, func() bool { return f.vmi("tenant-a", "waiter") != nil })
 	// No DataVolume at all: Pending, well past the boot delay.
@@ -605,9 +476,9 @@ func TestVMIWaitsForDataVolume(t *testing.T) {
 	assert.Equal(t, virtv1.Pending, f.vmi("tenant-a", "waiter").Status.Phase)
 
 	f.create(newDV("tenant-a", "later", httpSource(srv.URL+"/img/l.iso?size=400000&chunk=40000&delay=30ms")))
-	f.watchDV("tenant-a", "later", 10*time.Second, phaseIs(cdiv1.ImportInProgress))
+	f.watchDV("tenant-a", "later", 10*time.Second, simtest.PhaseIs(cdiv1.ImportInProgress))
 	assert.Equal(t, virtv1.Pending, f.vmi("tenant-a", "waiter").Status.Phase)
-	f.watchDV("tenant-a", "later", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "later", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	eventually(t, "the VMI to run", 5*time.Second, func() bool {
 		return f.vmi("tenant-a", "waiter").Status.Phase == virtv1.Running
 	})
@@ -615,12 +486,11 @@ func TestVMIWaitsForDataVolume(t *testing.T) {
 
 func TestDeletingADataVolumeStopsItsImport(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	url := srv.URL + "/img/long.iso?size=10000000&chunk=10000&delay=20ms"
 	f.create(newDV("tenant-a", "long", httpSource(url)))
 	f.watchDV("tenant-a", "long", 10*time.Second, func(dv *cdiv1.DataVolume) bool {
-		v, ok := progressValue(string(dv.Status.Progress))
+		v, ok := simtest.Progress(string(dv.Status.Progress))
 		return ok && v > 0
 	})
 	require.NoError(t, f.dyn.Resource(kubevirt.DataVolumeResource).Namespace("tenant-a").Delete(f.ctx, "long", metav1.DeleteOptions{}))
@@ -635,7 +505,7 @@ func TestDeletingADataVolumeStopsItsImport(t *testing.T) {
 func TestBlankDataVolume(t *testing.T) {
 	f := startFake(t)
 	f.create(newDV("tenant-a", "scratch", cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}}))
-	dv, _, _ := f.watchDV("tenant-a", "scratch", 5*time.Second, phaseIs(cdiv1.Succeeded))
+	dv, _, _ := f.watchDV("tenant-a", "scratch", 5*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	assert.Equal(t, "scratch", dv.Status.ClaimName)
 	assert.NotNil(t, f.pvc("tenant-a", "scratch"))
 }

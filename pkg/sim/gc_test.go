@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,12 +13,12 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim/simtest"
 )
 
 func TestGCDeletesDataVolumeOfDeletedVMAndItsPVC(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 	vm := vmWithDataVolume("tenant-a", "owner", "owner-cd")
 	halted := virtv1.RunStrategyHalted
 	vm.Spec.RunStrategy = &halted
@@ -27,8 +26,8 @@ func TestGCDeletesDataVolumeOfDeletedVMAndItsPVC(t *testing.T) {
 	f.create(newDV("tenant-a", "owner-cd", httpSource(srv.URL+"/img/o.iso?size=1000"), ownedByVM(vm)))
 	// A DataVolume nobody owns stays.
 	f.create(newDV("tenant-a", "free", httpSource(srv.URL+"/img/o.iso?size=1000")))
-	f.watchDV("tenant-a", "owner-cd", 10*time.Second, phaseIs(cdiv1.Succeeded))
-	f.watchDV("tenant-a", "free", 10*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "owner-cd", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "free", 10*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	require.NotNil(t, f.pvc("tenant-a", "owner-cd"))
 
 	require.NoError(t, f.dyn.Resource(kubevirt.VMResource).Namespace("tenant-a").Delete(f.ctx, "owner", metav1.DeleteOptions{}))
@@ -116,15 +115,14 @@ func TestGCPVCProtection(t *testing.T) {
 
 func TestGCForegroundAndOrphanDeletion(t *testing.T) {
 	f := startFake(t)
-	srv := httptest.NewServer(imageHandler())
-	defer srv.Close()
+	srv := imageServer(t)
 
 	// Foreground: the dependents go first, then the owner's finalizer.
 	vm := ControlPlaneVM("tenant-a", "fg", 61)
 	vm.UID = newUID()
 	f.create(vm)
 	f.create(newDV("tenant-a", "fg-cd", httpSource(srv.URL+"/img/f.iso?size=1000"), ownedByVM(vm)))
-	f.watchDV("tenant-a", "fg-cd", 5*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "fg-cd", 5*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	f.startDeleting(vm, finalizerForeground)
 	eventually(t, "the dependent to go", 5*time.Second, func() bool { return f.dv("tenant-a", "fg-cd") == nil })
 	eventually(t, "the owner's finalizer to go", 5*time.Second, func() bool {
@@ -138,7 +136,7 @@ func TestGCForegroundAndOrphanDeletion(t *testing.T) {
 	vm2.UID = newUID()
 	f.create(vm2)
 	f.create(newDV("tenant-a", "orph-cd", httpSource(srv.URL+"/img/f.iso?size=1000"), ownedByVM(vm2)))
-	f.watchDV("tenant-a", "orph-cd", 5*time.Second, phaseIs(cdiv1.Succeeded))
+	f.watchDV("tenant-a", "orph-cd", 5*time.Second, simtest.PhaseIs(cdiv1.Succeeded))
 	f.startDeleting(vm2, finalizerOrphan)
 	eventually(t, "the owner's finalizer to go", 5*time.Second, func() bool {
 		u, err := f.dyn.Resource(kubevirt.VMResource).Namespace("tenant-a").Get(f.ctx, "orph", metav1.GetOptions{})

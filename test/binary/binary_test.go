@@ -190,7 +190,7 @@ func TestBinary(t *testing.T) {
 		}
 		assert.True(t, failedLogin, "an audit line for the failed login")
 
-		rawBytes, err := os.ReadFile(s.logPath)
+		rawBytes, err := os.ReadFile(s.Log)
 		require.NoError(t, err)
 		raw := string(rawBytes)
 		assert.NotContains(t, raw, password, "the password never reaches the log")
@@ -215,7 +215,7 @@ func TestBinary(t *testing.T) {
 		// A fresh successful ping, so the measurement below starts from a known state.
 		s.waitStatus("/readyz", http.StatusOK, readinessLag)
 		stopping := time.Now()
-		require.NoError(t, c.env.StopAPIServer())
+		require.NoError(t, c.Env.StopAPIServer())
 		stopped := time.Now()
 		figure(t, "kube-apiserver stop (SIGTERM to exit)", stopped.Sub(stopping))
 		// Depending on where the 5 s ping interval stands, this is anywhere from at once to 5 s.
@@ -238,7 +238,7 @@ func TestBinary(t *testing.T) {
 		assert.Equal(t, "5", hdr.Get("Retry-After"))
 		assert.Less(t, time.Since(begin), 10*time.Second, "the action fails fast")
 
-		require.NoError(t, c.env.StartAPIServer())
+		require.NoError(t, c.Env.StartAPIServer())
 		figure(t, "apiserver down for", time.Since(stopped))
 		toReadyAgain := s.waitStatus("/readyz", http.StatusOK, readinessLag)
 		figure(t, "apiserver ready to /readyz 200", toReadyAgain)
@@ -262,7 +262,7 @@ func TestBinary(t *testing.T) {
 
 		slow := s.startSlowRequest(http.MethodPost, "/redfish/v1/Systems/tenant-a.cp-2/Actions/ComputerSystem.Reset",
 			adminUser, password, `{"ResetType":"On"}`)
-		require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, s.Cmd.Process.Signal(syscall.SIGTERM))
 		signalled := time.Now()
 
 		// New connections are refused once the listener closed.
@@ -272,7 +272,7 @@ func TestBinary(t *testing.T) {
 		})
 		figure(t, "SIGTERM to listener closed", refused)
 		time.Sleep(time.Second)
-		assert.False(t, s.exited(), "the process waits for the request in flight")
+		assert.False(t, s.Exited(), "the process waits for the request in flight")
 
 		finishing := time.Now()
 		resp, body, err := slow.finish()
@@ -286,7 +286,7 @@ func TestBinary(t *testing.T) {
 
 		exit, err := s.waitExit(shutdownGrace + 5*time.Second)
 		require.NoError(t, err)
-		took := s.exitAt.Sub(signalled)
+		took := s.ExitedAt().Sub(signalled)
 		figure(t, "SIGTERM to exit (with a request in flight until ~1 s)", took)
 		assert.Equal(t, 0, exit, "exit code")
 		assert.Less(t, took, shutdownGrace, "the process exits within the shutdown grace")
@@ -317,11 +317,11 @@ func TestBinaryIdleSIGTERM(t *testing.T) {
 	resp, err := s.hc.Get(s.url("/redfish/v1/"))
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGTERM))
 	signalled := time.Now()
 	exit, err := s.waitExit(shutdownGrace + 5*time.Second)
 	require.NoError(t, err)
-	figure(t, "idle SIGTERM to exit", s.exitAt.Sub(signalled))
+	figure(t, "idle SIGTERM to exit", s.ExitedAt().Sub(signalled))
 	assert.Equal(t, 0, exit)
-	assert.Less(t, s.exitAt.Sub(signalled), 5*time.Second)
+	assert.Less(t, s.ExitedAt().Sub(signalled), 5*time.Second)
 }

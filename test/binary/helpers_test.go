@@ -22,24 +22,19 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
-	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 const (
-	// serverNamespace is the server's own namespace (--namespace): sessions and the Lease.
-	serverNamespace = "kubevirt-redfish"
 	// leaseName is the Lease of cmd/kubevirt-redfish/leader.go.
 	leaseName = "kubevirt-redfish-leader"
 	adminUser = "admin"
@@ -64,11 +59,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	workDir = dir
-	binPath = filepath.Join(dir, "kubevirt-redfish")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", binPath, "./cmd/kubevirt-redfish")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/kubevirt-redfish: %v\n%s", err, out)
+	binPath, err = stack.BuildServer(dir, "-X main.version="+version)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -79,52 +72,26 @@ func TestMain(m *testing.M) {
 
 // ---- the cluster ----
 
-// cluster is a real apiserver holding the demo VMs (tenant-a/cp-0..2, tenant-b/cp-0, all off),
-// with the simulator running in this process.
+// cluster is a real apiserver holding the demo VMs with the simulator (stack.Cluster).
 type cluster struct {
-	env *testenv.Env
-	dyn dynamic.Interface
-	cs  kubernetes.Interface
+	*stack.Cluster
+	cs kubernetes.Interface
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	env := testenv.StartForTest(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	c := stack.StartCluster(t, stack.ClusterOptions{})
+	cs, err := kubernetes.NewForConfig(c.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range append([]string{serverNamespace}, sim.DemoNamespaces...) {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, vm := range sim.DemoVMs() {
-		u, err := sim.ToUnstructured(vm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(kubevirt.VMResource).Namespace(vm.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating VM %s/%s: %v", vm.Namespace, vm.Name, err)
-		}
-	}
-	s := sim.New(dyn, sim.Options{BootDelay: 300 * time.Millisecond, ShutdownDelay: 300 * time.Millisecond})
-	if err := s.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &cluster{env: env, dyn: dyn, cs: cs}
+	return &cluster{Cluster: c, cs: cs}
 }
 
 // lease returns the leader Lease, or nil when it does not exist.
 func (c *cluster) lease(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
-	l, err := c.cs.CoordinationV1().Leases(serverNamespace).Get(context.Background(), leaseName, metav1.GetOptions{})
+	l, err := c.cs.CoordinationV1().Leases(stack.Namespace).Get(context.Background(), leaseName, metav1.GetOptions{})
 	if err != nil {
 		return nil
 	}
@@ -142,18 +109,13 @@ type serverOpts struct {
 
 // server is one running kubevirt-redfish process.
 type server struct {
+	*testenv.Process
 	t       *testing.T
 	name    string
 	addr    string
 	scheme  string
-	logPath string
 	hc      *http.Client
-	cmd     *exec.Cmd
 	started time.Time
-
-	done    chan struct{} // closed when the process has exited
-	waitErr error         // cmd.Wait's result, valid once done is closed
-	exitAt  time.Time
 }
 
 // startServer writes a configuration and starts the binary with --config, --kubeconfig,
@@ -164,7 +126,7 @@ func (c *cluster) startServer(t *testing.T, o serverOpts) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := stack.FreeAddr(t)
 	tlsYAML := "tls: {insecureHTTP: true}"
 	scheme := "http"
 	if o.https {
@@ -188,70 +150,27 @@ users:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{t: t, name: o.name, addr: addr, scheme: scheme, logPath: filepath.Join(dir, "server.log"), done: make(chan struct{})}
-	logf, err := os.Create(s.logPath)
+	s := &server{t: t, name: o.name, addr: addr, scheme: scheme,
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}}
+	s.started = time.Now()
+	s.Process, err = testenv.StartProcess(exec.Command(binPath, "--config", cfgPath, "--kubeconfig", c.Env.KubeconfigPath,
+		"--namespace", stack.Namespace, "--leader-elect=true", "--log-level", "debug"), filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd = exec.Command(binPath, "--config", cfgPath, "--kubeconfig", c.env.KubeconfigPath,
-		"--namespace", serverNamespace, "--leader-elect=true", "--log-level", "debug")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	s.started = time.Now()
-	if err := s.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		s.exitAt = time.Now()
-		logf.Close()
-		close(s.done)
-	}()
-	s.hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
 	t.Cleanup(func() {
 		s.terminate()
 		if t.Failed() {
-			t.Logf("server %s log (tail):\n%s", s.name, s.logTail(60))
+			t.Logf("server %s log (tail):\n%s", s.name, s.Tail(60))
 		}
 	})
 	return s
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func (s *server) url(path string) string { return s.scheme + "://" + s.addr + path }
 
-func (s *server) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // terminate sends SIGTERM and waits, with SIGKILL after 25 s. Safe to call more than once.
-func (s *server) terminate() {
-	if s.exited() {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(25 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
+func (s *server) terminate() { s.Stop(shutdownGrace + 5*time.Second) }
 
 // trustServingCert fetches the self-signed certificate of an HTTPS server, checks that it
 // verifies for 127.0.0.1 and localhost, and makes the client trust exactly it.
@@ -293,8 +212,8 @@ func (s *server) waitStatus(path string, want int, timeout time.Duration) time.D
 		} else {
 			last = err.Error()
 		}
-		if s.exited() {
-			s.t.Fatalf("server %s exited (%v) while waiting for %s to answer %d:\n%s", s.name, s.waitErr, path, want, s.logTail(40))
+		if s.Exited() {
+			s.t.Fatalf("server %s exited (%v) while waiting for %s to answer %d:\n%s", s.name, s.Err(), path, want, s.Tail(40))
 		}
 		if time.Since(begin) > timeout {
 			s.t.Fatalf("server %s: %s did not answer %d within %v (last: %s)", s.name, path, want, timeout, last)
@@ -384,7 +303,7 @@ func (l logLine) str(k string) string { v, _ := l[k].(string); return v }
 // logs decodes the log. Lines that are not JSON are returned apart.
 func (s *server) logs() (lines []logLine, notJSON []string) {
 	s.t.Helper()
-	b, err := os.ReadFile(s.logPath)
+	b, err := os.ReadFile(s.Log)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -416,28 +335,19 @@ func (s *server) logsWith(msg string) []logLine {
 	return out
 }
 
-func (s *server) logTail(n int) string {
-	b, _ := os.ReadFile(s.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // waitExit waits for the process to exit and returns its exit code.
 func (s *server) waitExit(timeout time.Duration) (int, error) {
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-time.After(timeout):
 		return -1, errors.New("still running")
 	}
 	var ee *exec.ExitError
-	if errors.As(s.waitErr, &ee) {
+	if errors.As(s.Err(), &ee) {
 		return ee.ExitCode(), nil
 	}
-	if s.waitErr != nil {
-		return -1, s.waitErr
+	if s.Err() != nil {
+		return -1, s.Err()
 	}
 	return 0, nil
 }

@@ -23,7 +23,7 @@ func TestBinaryTwoReplicas(t *testing.T) {
 	b := c.startServer(t, serverOpts{name: "https", https: true})
 	a.waitStatus("/readyz", http.StatusOK, 2*time.Minute)
 	figure(t, "replica http: start to /readyz 200", time.Since(a.started))
-	eventually(t, 2*time.Minute, "the HTTPS replica to listen", func() bool { return b.exited() || tcpOpen(b.addr) })
+	eventually(t, 2*time.Minute, "the HTTPS replica to listen", func() bool { return b.Exited() || tcpOpen(b.addr) })
 	leaf := b.trustServingCert()
 	t.Logf("self-signed certificate: DNS %v, IP %v, not after %v", leaf.DNSNames, leaf.IPAddresses, leaf.NotAfter)
 	b.waitStatus("/readyz", http.StatusOK, time.Minute)
@@ -67,12 +67,12 @@ func TestBinaryTwoReplicas(t *testing.T) {
 
 	// The leader goes away: the follower takes over, sooner than the 15 s lease duration since
 	// the Lease is released at shutdown.
-	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, leader.Cmd.Process.Signal(syscall.SIGTERM))
 	signalled := time.Now()
 	exit, err := leader.waitExit(shutdownGrace + 5*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 0, exit)
-	figure(t, "leader SIGTERM to exit", leader.exitAt.Sub(signalled))
+	figure(t, "leader SIGTERM to exit", leader.ExitedAt().Sub(signalled))
 	took := eventually(t, 30*time.Second, "the follower to lead", func() bool { return len(follower.logsWith(leading)) > 0 })
 	figure(t, "leader SIGTERM to follower leading", time.Since(signalled))
 	assert.Less(t, took, 10*time.Second, "the follower need not wait for the Lease to expire")

@@ -4,27 +4,22 @@
 package clients
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 // Stack is a running kubevirt-redfish for the clients to talk to.
@@ -41,7 +36,7 @@ type Stack struct {
 	// SingleUser (same password) is an Administrator who sees only SingleSystem.
 	SingleUser, SingleSystem string
 
-	logs *syncBuffer
+	logs *testenv.SyncBuffer
 }
 
 // Host is BaseURL without its scheme (redfishtool's -r).
@@ -84,10 +79,15 @@ func startServer(t *testing.T) *Stack {
 func startAPIServerStack(t *testing.T) *Stack {
 	t.Helper()
 	s := stack.Start(t, stack.Options{Sim: sim.Options{BootDelay: bootDelay, ShutdownDelay: shutdownDelay}})
+	return newStack(s.URL)
+}
+
+// newStack describes a server at baseURL that serves the users of stack.Config.
+func newStack(baseURL string) *Stack {
 	return &Stack{
-		BaseURL: s.URL, User: stack.Admin, Password: stack.Password,
+		BaseURL: baseURL, User: stack.Admin, Password: stack.Password,
 		SingleUser: stack.TenantBAdmin, SingleSystem: "tenant-b.cp-0",
-		logs: &syncBuffer{},
+		logs: &testenv.SyncBuffer{},
 	}
 }
 
@@ -106,27 +106,9 @@ func startSimServer(t *testing.T) *Stack {
 		t.Fatalf("simulator: %v", err)
 	}
 
-	st := &Stack{User: "admin", Password: randomPassword(t), SingleUser: "tenant-b-admin", SingleSystem: "tenant-b.cp-0", logs: &syncBuffer{}}
-	// MinCost keeps the tests fast; the server remembers verified credentials anyway.
-	hash, err := bcrypt.GenerateFromPassword([]byte(st.Password), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := config.File{
-		Listen: "127.0.0.1:0",
-		Allowlist: []config.EntryFile{
-			{Name: "tenant-a", Namespace: "tenant-a"},
-			{Name: "tenant-b", Namespace: "tenant-b"},
-		},
-		Users: []config.UserFile{
-			{Username: st.User, PasswordHash: string(hash), Allow: []string{"*"}},
-			{Username: st.SingleUser, PasswordHash: string(hash), Allow: []string{"tenant-b"}},
-		},
-	}
-	cfg, err := f.Compile()
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
+	// The same configuration and users as the apiserver backend; the URL comes once it serves.
+	cfg := stack.Config(t)
+	st := newStack("")
 
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(st.logs), zapcore.DebugLevel))
 	client := kubevirt.NewClient(dyn, cfg.Namespaces(), log)
@@ -150,30 +132,4 @@ func startSimServer(t *testing.T) *Stack {
 	})
 	st.BaseURL = srv.URL
 	return st
-}
-
-func randomPassword(t *testing.T) string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "pw-" + hex.EncodeToString(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for the server's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

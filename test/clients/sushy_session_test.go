@@ -67,8 +67,7 @@ func TestSushySessionAuth(t *testing.T) {
 				cfg.Sessions.Timeout = tc.idle
 			}
 			s := stack.Start(t, stack.Options{Sim: sim.Options{BootDelay: bootDelay, ShutdownDelay: shutdownDelay}, Config: cfg})
-			st := &Stack{BaseURL: s.URL, User: stack.Admin, Password: stack.Password,
-				SingleUser: stack.TenantBAdmin, SingleSystem: "tenant-b.cp-0", logs: &syncBuffer{}}
+			st := newStack(s.URL)
 			e := &sessionEnder{stack: s, st: st, idle: cfg.Sessions.Timeout}
 
 			// The script POSTs here when the session should end; the answer (200 once the

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -24,7 +23,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	virtv1 "kubevirt.io/api/core/v1"
@@ -32,42 +30,9 @@ import (
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim/simtest"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
-
-// cdiImages serves /img/<name>?size=N[&chunk=K][&delay=D][&truncate=M]: N bytes announced,
-// sent in chunks of K with D between them, cut after M. Anything else is 404.
-func cdiImages() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/img/", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		size, _ := strconv.Atoi(q.Get("size"))
-		send := size
-		if v := q.Get("truncate"); v != "" {
-			send, _ = strconv.Atoi(v)
-		}
-		chunk := 64 << 10
-		if v := q.Get("chunk"); v != "" {
-			chunk, _ = strconv.Atoi(v)
-		}
-		delay, _ := time.ParseDuration(q.Get("delay"))
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		if r.Method == http.MethodHead {
-			return
-		}
-		buf := make([]byte, chunk)
-		for sent := 0; sent < send; sent += chunk {
-			if _, err := w.Write(buf[:min(chunk, send-sent)]); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			if delay > 0 {
-				time.Sleep(delay)
-			}
-		}
-	})
-	return mux
-}
 
 type cdiCluster struct {
 	t   *testing.T
@@ -110,71 +75,19 @@ func (c *cdiCluster) create(t *testing.T, gvr schema.GroupVersionResource, ns st
 
 func (c *cdiCluster) dv(t *testing.T, ns, name string) *cdiv1.DataVolume {
 	t.Helper()
-	u, err := c.dyn.Resource(kubevirt.DataVolumeResource).Namespace(ns).Get(c.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	dv := &cdiv1.DataVolume{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, dv))
-	return dv
+	return simtest.Get[cdiv1.DataVolume](t, c.ctx, c.dyn, kubevirt.DataVolumeResource, ns, name)
 }
 
 func (c *cdiCluster) pvc(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	u, err := c.dyn.Resource(sim.PVCResource).Namespace(ns).Get(c.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	pvc := &corev1.PersistentVolumeClaim{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pvc))
-	return pvc
+	return simtest.Get[corev1.PersistentVolumeClaim](t, c.ctx, c.dyn, sim.PVCResource, ns, name)
 }
 
 // watchDV polls until done, returning the progress strings seen on the way.
 func (c *cdiCluster) watchDV(t *testing.T, ns, name string, done func(*cdiv1.DataVolume) bool) (*cdiv1.DataVolume, []string) {
 	t.Helper()
-	var progress []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dv := c.dv(t, ns, name)
-		if dv != nil {
-			if p := string(dv.Status.Progress); p != "" && (len(progress) == 0 || progress[len(progress)-1] != p) {
-				progress = append(progress, p)
-			}
-			if done(dv) {
-				return dv, progress
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("DataVolume %s/%s: timed out; progress %v; last %+v", ns, name, progress, dv)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func cdiPhase(p cdiv1.DataVolumePhase) func(*cdiv1.DataVolume) bool {
-	return func(dv *cdiv1.DataVolume) bool { return dv.Status.Phase == p }
-}
-
-func cdiCond(dv *cdiv1.DataVolume, t cdiv1.DataVolumeConditionType) cdiv1.DataVolumeCondition {
-	for _, c := range dv.Status.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return cdiv1.DataVolumeCondition{}
-}
-
-func cdiFailing(dv *cdiv1.DataVolume) bool {
-	c := cdiCond(dv, cdiv1.DataVolumeRunning)
-	return c.Status == corev1.ConditionFalse && c.Message != "" && c.Reason != "Completed"
-}
-
-func cdiPercent(p string) (float64, bool) {
-	f, err := strconv.ParseFloat(strings.TrimSuffix(p, "%"), 64)
-	return f, err == nil && strings.HasSuffix(p, "%")
+	dv, _, progress := simtest.WatchDV(t, ns+"/"+name, 30*time.Second, func() *cdiv1.DataVolume { return c.dv(t, ns, name) }, done)
+	return dv, progress
 }
 
 func cdiEventually(t *testing.T, what string, ok func() bool) {
@@ -197,9 +110,7 @@ func cdiVM(ns, name, dv string, rs virtv1.VirtualMachineRunStrategy) *virtv1.Vir
 	vm := sim.ControlPlaneVM(ns, name, 70)
 	vm.UID = ""
 	vm.Spec.RunStrategy = &rs
-	spec := &vm.Spec.Template.Spec
-	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, virtv1.Disk{Name: "cd", DiskDevice: virtv1.DiskDevice{CDRom: &virtv1.CDRomTarget{Bus: virtv1.DiskBusSATA}}})
-	spec.Volumes = append(spec.Volumes, virtv1.Volume{Name: "cd", VolumeSource: virtv1.VolumeSource{DataVolume: &virtv1.DataVolumeSource{Name: dv}}})
+	simtest.AddDataVolumeCD(vm, dv)
 	return vm
 }
 
@@ -218,7 +129,7 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 	})
 	require.NoError(t, s.Run(ctx))
 	c := &cdiCluster{t: t, env: env, dyn: dyn, sim: s, ctx: ctx}
-	images := httptest.NewServer(cdiImages())
+	images := httptest.NewServer(simtest.ImageHandler())
 	t.Cleanup(images.Close)
 
 	t.Run("import", func(t *testing.T) {
@@ -226,22 +137,22 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 		const size = 3 << 20
 		url := fmt.Sprintf("%s/img/a.iso?size=%d&chunk=65536&delay=5ms", images.URL, size)
 		c.createDV(t, ns, "iso", httpDV(url))
-		dv, progress := c.watchDV(t, ns, "iso", cdiPhase(cdiv1.Succeeded))
+		dv, progress := c.watchDV(t, ns, "iso", simtest.PhaseIs(cdiv1.Succeeded))
 		var mid int
 		for _, p := range progress {
-			if v, ok := cdiPercent(p); ok && v > 0 && v < 100 {
+			if v, ok := simtest.Progress(p); ok && v > 0 && v < 100 {
 				mid++
 			}
 		}
 		assert.GreaterOrEqual(t, mid, 3, "progress seen: %v", progress)
 		assert.Equal(t, cdiv1.DataVolumeProgress("100.0%"), dv.Status.Progress)
 		assert.Equal(t, "iso", dv.Status.ClaimName)
-		run := cdiCond(dv, cdiv1.DataVolumeRunning)
+		run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 		assert.Equal(t, corev1.ConditionFalse, run.Status)
 		assert.Equal(t, "Completed", run.Reason)
 		assert.Equal(t, "Import Complete", run.Message)
-		assert.Equal(t, corev1.ConditionTrue, cdiCond(dv, cdiv1.DataVolumeReady).Status)
-		assert.Equal(t, corev1.ConditionTrue, cdiCond(dv, cdiv1.DataVolumeBound).Status)
+		assert.Equal(t, corev1.ConditionTrue, simtest.Cond(dv, cdiv1.DataVolumeReady).Status)
+		assert.Equal(t, corev1.ConditionTrue, simtest.Cond(dv, cdiv1.DataVolumeBound).Status)
 		assert.Equal(t, int64(size), s.BytesFetched(url))
 
 		pvc := c.pvc(t, ns, "iso")
@@ -258,12 +169,12 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 	t.Run("notfound", func(t *testing.T) {
 		ns := c.namespace(t)
 		c.createDV(t, ns, "iso", httpDV(images.URL+"/nothing.iso"))
-		dv, _ := c.watchDV(t, ns, "iso", cdiFailing)
+		dv, _ := c.watchDV(t, ns, "iso", simtest.RunningError)
 		assert.Equal(t, cdiv1.ImportInProgress, dv.Status.Phase)
-		run := cdiCond(dv, cdiv1.DataVolumeRunning)
+		run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 		assert.Equal(t, "Error", run.Reason)
 		assert.Equal(t, "Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found", run.Message)
-		dv, _ = c.watchDV(t, ns, "iso", cdiPhase(cdiv1.Failed))
+		dv, _ = c.watchDV(t, ns, "iso", simtest.PhaseIs(cdiv1.Failed))
 		assert.Equal(t, int32(3), dv.Status.RestartCount)
 	})
 
@@ -271,33 +182,33 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 		ns := c.namespace(t)
 		c.createDV(t, ns, "iso", httpDV(images.URL+"/img/slow.iso?size=1000000&chunk=10000&delay=20ms"))
 		dv, _ := c.watchDV(t, ns, "iso", func(dv *cdiv1.DataVolume) bool {
-			v, ok := cdiPercent(string(dv.Status.Progress))
+			v, ok := simtest.Progress(string(dv.Status.Progress))
 			return ok && v > 5 && v < 95
 		})
 		assert.Equal(t, cdiv1.ImportInProgress, dv.Status.Phase)
-		assert.Equal(t, "Pod is running", cdiCond(dv, cdiv1.DataVolumeRunning).Reason)
+		assert.Equal(t, "Pod is running", simtest.Cond(dv, cdiv1.DataVolumeRunning).Reason)
 		assert.Regexp(t, `^\d+\.\d\d%$`, string(dv.Status.Progress))
 	})
 
 	t.Run("truncated", func(t *testing.T) {
 		ns := c.namespace(t)
 		c.createDV(t, ns, "iso", httpDV(images.URL+"/img/cut.iso?size=1000000&truncate=400000"))
-		dv, _ := c.watchDV(t, ns, "iso", cdiFailing)
-		run := cdiCond(dv, cdiv1.DataVolumeRunning)
+		dv, _ := c.watchDV(t, ns, "iso", simtest.RunningError)
+		run := simtest.Cond(dv, cdiv1.DataVolumeRunning)
 		assert.Equal(t, "ImagePullFailed", run.Reason)
 		assert.Equal(t, "Unable to process data: Unable to transfer source data to scratch space: failed to pull image: unexpected EOF", run.Message)
 	})
 
 	t.Run("tls", func(t *testing.T) {
 		ns := c.namespace(t)
-		srv := httptest.NewUnstartedServer(cdiImages())
+		srv := httptest.NewUnstartedServer(simtest.ImageHandler())
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 		srv.StartTLS()
 		defer srv.Close()
 		url := srv.URL + "/img/tls.iso?size=200000"
 		c.createDV(t, ns, "untrusted", httpDV(url))
-		dv, _ := c.watchDV(t, ns, "untrusted", cdiFailing)
-		msg := cdiCond(dv, cdiv1.DataVolumeRunning).Message
+		dv, _ := c.watchDV(t, ns, "untrusted", simtest.RunningError)
+		msg := simtest.Cond(dv, cdiv1.DataVolumeRunning).Message
 		assert.True(t, strings.HasPrefix(msg, "Unable to connect to http data source: HTTP request errored: Get "), msg)
 		assert.True(t, strings.HasSuffix(msg, "x509: certificate signed by unknown authority"), msg)
 
@@ -309,7 +220,7 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 		src := httpDV(url)
 		src.HTTP.CertConfigMap = "ca"
 		c.createDV(t, ns, "trusted", src)
-		c.watchDV(t, ns, "trusted", cdiPhase(cdiv1.Succeeded))
+		c.watchDV(t, ns, "trusted", simtest.PhaseIs(cdiv1.Succeeded))
 	})
 
 	t.Run("clone", func(t *testing.T) {
@@ -322,11 +233,11 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			c.createDV(t, ns, fmt.Sprintf("cd-%d", i), cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{Namespace: ns, Name: "cache"}})
 		}
-		dv, _ := c.watchDV(t, ns, "cd-0", cdiPhase(cdiv1.CloneScheduled))
-		assert.Equal(t, "CloneScheduled", cdiCond(dv, cdiv1.DataVolumeBound).Reason)
+		dv, _ := c.watchDV(t, ns, "cd-0", simtest.PhaseIs(cdiv1.CloneScheduled))
+		assert.Equal(t, "CloneScheduled", simtest.Cond(dv, cdiv1.DataVolumeBound).Reason)
 		for i := 0; i < 3; i++ {
-			dv, _ := c.watchDV(t, ns, fmt.Sprintf("cd-%d", i), cdiPhase(cdiv1.Succeeded))
-			assert.Equal(t, "Clone Complete", cdiCond(dv, cdiv1.DataVolumeRunning).Message)
+			dv, _ := c.watchDV(t, ns, fmt.Sprintf("cd-%d", i), simtest.PhaseIs(cdiv1.Succeeded))
+			assert.Equal(t, "Clone Complete", simtest.Cond(dv, cdiv1.DataVolumeRunning).Message)
 			assert.Equal(t, strconv.Itoa(size), c.pvc(t, ns, dv.Name).Annotations[sim.BytesAnnotation])
 		}
 		assert.Equal(t, int64(size), s.BytesFetched(url), "three clones, one download")
@@ -339,7 +250,7 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 			c.createDV(t, ns, name+"-cd", httpDV(images.URL+"/img/gc.iso?size=1000"), func(dv *cdiv1.DataVolume) {
 				dv.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)}
 			})
-			c.watchDV(t, ns, name+"-cd", cdiPhase(cdiv1.Succeeded))
+			c.watchDV(t, ns, name+"-cd", simtest.PhaseIs(cdiv1.Succeeded))
 		}
 		// Background (the default for custom resources): the VM goes at once, then the
 		// DataVolume, then the PVC.
@@ -361,7 +272,7 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 	t.Run("pvcprotection", func(t *testing.T) {
 		ns := c.namespace(t)
 		c.createDV(t, ns, "busy", httpDV(images.URL+"/img/p.iso?size=1000"))
-		c.watchDV(t, ns, "busy", cdiPhase(cdiv1.Succeeded))
+		c.watchDV(t, ns, "busy", simtest.PhaseIs(cdiv1.Succeeded))
 		c.create(t, kubevirt.VMResource, ns, cdiVM(ns, "user", "busy", virtv1.RunStrategyAlways))
 		cdiEventually(t, "the VMI to run", func() bool {
 			vmi := cdiVMI(t, c, ns, "user")
@@ -394,23 +305,16 @@ func TestCDISimulatorAgainstAPIServer(t *testing.T) {
 			sc := "local-wffc"
 			dv.Spec.Storage.StorageClassName = &sc // the VMI is its first consumer
 		})
-		c.watchDV(t, ns, "media", cdiPhase(cdiv1.ImportInProgress))
+		c.watchDV(t, ns, "media", simtest.PhaseIs(cdiv1.ImportInProgress))
 		assert.Equal(t, virtv1.Pending, cdiVMI(t, c, ns, "vm").Status.Phase, "import running")
-		c.watchDV(t, ns, "media", cdiPhase(cdiv1.Succeeded))
+		c.watchDV(t, ns, "media", simtest.PhaseIs(cdiv1.Succeeded))
 		cdiEventually(t, "the VMI to run", func() bool { return cdiVMI(t, c, ns, "vm").Status.Phase == virtv1.Running })
 	})
 }
 
 func cdiVMI(t *testing.T, c *cdiCluster, ns, name string) *virtv1.VirtualMachineInstance {
 	t.Helper()
-	u, err := c.dyn.Resource(kubevirt.VMIResource).Namespace(ns).Get(c.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	vmi := &virtv1.VirtualMachineInstance{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, vmi))
-	return vmi
+	return simtest.Get[virtv1.VirtualMachineInstance](t, c.ctx, c.dyn, kubevirt.VMIResource, ns, name)
 }
 
 func unstructuredSet(obj map[string]any, value any, path ...string) error {

@@ -3,10 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,45 +16,6 @@ import (
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
-
-// imageServer serves a fake ISO of size bytes and counts what it sent. delay slows each
-// 64 KiB chunk, so an import can be watched in progress.
-type imageServer struct {
-	*httptest.Server
-	sent  atomic.Int64
-	size  int
-	delay atomic.Int64 // nanoseconds per chunk
-}
-
-func newImageServer(t *testing.T, size int) *imageServer {
-	s := &imageServer{size: size}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/missing.iso" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(s.size))
-		if r.Method == http.MethodHead {
-			return
-		}
-		chunk := make([]byte, 64<<10)
-		for left := s.size; left > 0; left -= len(chunk) {
-			if left < len(chunk) {
-				chunk = chunk[:left]
-			}
-			if d := time.Duration(s.delay.Load()); d > 0 {
-				time.Sleep(d)
-			}
-			n, err := w.Write(chunk)
-			s.sent.Add(int64(n))
-			if err != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
 
 func insert(t *testing.T, c rf, id, image string) {
 	t.Helper()
@@ -105,8 +63,8 @@ var pvcResource = schema.GroupVersionResource{Version: "v1", Resource: "persiste
 func TestVirtualMediaBootAgainstAPIServer(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 4<<20)
-	img.delay.Store(int64(40 * time.Millisecond)) // ~2.5 s for 64 chunks
+	img := stack.NewImageServer(t, 4<<20)
+	img.Delay.Store(int64(40 * time.Millisecond)) // ~2.5 s for 64 chunks
 	const id = "tenant-a.cp-0"
 	url := img.URL + "/discovery.iso"
 
@@ -167,7 +125,7 @@ func TestVirtualMediaBootAgainstAPIServer(t *testing.T) {
 func TestOneDownloadPerImage(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 3<<20)
+	img := stack.NewImageServer(t, 3<<20)
 	url := img.URL + "/agent.iso"
 	var wg sync.WaitGroup
 	for _, vm := range []string{"cp-0", "cp-1", "cp-2"} {
@@ -181,8 +139,8 @@ func TestOneDownloadPerImage(t *testing.T) {
 	for _, vm := range []string{"cp-0", "cp-1", "cp-2"} {
 		waitTask(t, c, vm, "Completed")
 	}
-	t.Logf("bytes fetched from the image server for 3 VMs and one %d-byte image: %d", img.size, img.sent.Load())
-	assert.Equal(t, int64(img.size), img.sent.Load(), "one download for three VMs")
+	t.Logf("bytes fetched from the image server for 3 VMs and one %d-byte image: %d", img.Size, img.Sent.Load())
+	assert.Equal(t, int64(img.Size), img.Sent.Load(), "one download for three VMs")
 
 	// Same URL again: a no-op. Another URL: replaces the media.
 	before := apiVM(t, s, "tenant-a", "cp-0").ResourceVersion
@@ -196,7 +154,7 @@ func TestOneDownloadPerImage(t *testing.T) {
 func TestImportFailureIsReported(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 1<<20)
+	img := stack.NewImageServer(t, 1<<20)
 	insert(t, c, "tenant-a.cp-1", img.URL+"/missing.iso")
 	task := waitTask(t, c, "cp-1", "Exception")
 	assert.Equal(t, "Critical", task["TaskStatus"])
@@ -233,8 +191,8 @@ func TestInsertMediaValidation(t *testing.T) {
 func TestMediaStateSurvivesRestart(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 4<<20)
-	img.delay.Store(int64(30 * time.Millisecond))
+	img := stack.NewImageServer(t, 4<<20)
+	img.Delay.Store(int64(30 * time.Millisecond))
 	url := img.URL + "/ramdisk.iso"
 	insert(t, c, "tenant-a.cp-2", url)
 	waitTask(t, c, "cp-2", "Running")
@@ -249,7 +207,7 @@ func TestMediaStateSurvivesRestart(t *testing.T) {
 func TestUnusedImageCacheIsCollected(t *testing.T) {
 	s := stack.Start(t, stack.Options{CacheRetention: 2 * time.Second})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 1<<20)
+	img := stack.NewImageServer(t, 1<<20)
 	used, dropped := img.URL+"/kept.iso", img.URL+"/dropped.iso"
 	insert(t, c, "tenant-a.cp-0", used)
 	code, body := c.do(http.MethodPost, "/redfish/v1/Systems/tenant-a.cp-1/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia",
@@ -275,7 +233,7 @@ func TestUnusedImageCacheIsCollected(t *testing.T) {
 func TestMediaHotplugIntoRunningVM(t *testing.T) {
 	s := stack.Start(t, stack.Options{Sim: sim.Options{DeclarativeHotplug: true}})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 1<<20)
+	img := stack.NewImageServer(t, 1<<20)
 	const id = "tenant-a.cp-0"
 	// Insert and eject while off: the CD-ROM stays as an empty tray.
 	insert(t, c, id, img.URL+"/first.iso")
@@ -312,7 +270,7 @@ func TestMediaHotplugIntoRunningVM(t *testing.T) {
 func TestMediaChangeOfRunningVMIsPending(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	img := newImageServer(t, 1<<20)
+	img := stack.NewImageServer(t, 1<<20)
 	const id = "tenant-a.cp-1"
 	c.reset(id, "On")
 	c.waitPower(id, "On")

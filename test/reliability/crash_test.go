@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
 
 // taskFor returns the import Task of a VM, or nil.
@@ -35,9 +36,9 @@ func taskFor(t *testing.T, c *client, vm string) map[string]any {
 // before, and the server's view equals the cluster's.
 func TestCrashRestart(t *testing.T) {
 	c := startCluster(t)
-	fast := newImageServer(t, 512<<10)
-	slow := newImageServer(t, 4<<20)
-	slow.delay.Store(int64(300 * time.Millisecond)) // 64 chunks: about 20 s
+	fast := stack.NewImageServer(t, 512<<10)
+	slow := stack.NewImageServer(t, 4<<20)
+	slow.Delay.Store(int64(300 * time.Millisecond)) // 64 chunks: about 20 s
 	srv := c.startServer(t, "")
 	cl := newClient(srv.url())
 
@@ -110,7 +111,7 @@ func TestCrashRestart(t *testing.T) {
 		return cs["PowerState"] == "On" && boot["BootSourceOverrideEnabled"] == "Disabled",
 			fmt.Sprintf("PowerState %v Boot %v", cs["PowerState"], boot)
 	})
-	vmi := apiVMIBootFromCD(t, c.dyn, "tenant-a", "cp-0")
+	vmi := apiVMIBootFromCD(t, c.Dyn, "tenant-a", "cp-0")
 	if !vmi {
 		t.Error("the boot after the restart did not use the virtual CD first")
 	}
@@ -155,10 +156,10 @@ func TestCrashRestart(t *testing.T) {
 		wg.Wait()
 		srv.start()
 		for _, id := range []string{"tenant-a.cp-2", "tenant-b.cp-0", "tenant-a.cp-1"} {
-			checkMatchesCluster(t, cl, c.dyn, id)
+			checkMatchesCluster(t, cl, c.Dyn, id)
 		}
 	}
-	orphans := orphanMediaVolumes(t, c.dyn)
+	orphans := orphanMediaVolumes(t, c.Dyn)
 	if len(orphans) > 0 {
 		t.Logf("media DataVolumes no VM references after the kills (garbage, collected with the VM): %v", orphans)
 	}

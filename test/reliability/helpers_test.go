@@ -11,17 +11,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,18 +26,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	virtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 const (
-	serverNamespace = "kubevirt-redfish"
-	adminUser       = "admin"
-	password        = "password"
+	adminUser = "admin"
+	password  = "password"
 )
 
 var workDir string // binaries and scratch files of this test process
@@ -60,42 +55,17 @@ func TestMain(m *testing.M) {
 
 // ---- the cluster ----
 
-// cluster is a real apiserver with the demo VMs (tenant-a/cp-0..2, tenant-b/cp-0, all off) and
-// the simulator, without any server: each test brings its own.
-type cluster struct {
-	env *testenv.Env
-	dyn dynamic.Interface
-	sim *sim.Simulator
-	ctx context.Context
-}
+// cluster is a real apiserver with the demo VMs and the simulator (stack.Cluster), without any
+// server: each test brings its own.
+type cluster struct{ *stack.Cluster }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	env := testenv.StartForTest(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	// The simulator redials its watches like the server does (cmd/kubevirt-redfish
 	// retryWatches), so it follows an apiserver restart as quickly.
-	rc := rest.CopyConfig(env.Config)
-	rc.Wrap(func(next http.RoundTripper) http.RoundTripper { return watchRedialer{next} })
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range append([]string{serverNamespace}, sim.DemoNamespaces...) {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, vm := range sim.DemoVMs() {
-		createVM(t, dyn, vm)
-	}
-	c := &cluster{env: env, dyn: dyn, ctx: ctx,
-		sim: sim.New(dyn, sim.Options{BootDelay: 300 * time.Millisecond, ShutdownDelay: 300 * time.Millisecond})}
-	if err := c.sim.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return &cluster{stack.StartCluster(t, stack.ClusterOptions{
+		WrapTransport: func(next http.RoundTripper) http.RoundTripper { return watchRedialer{next} },
+	})}
 }
 
 func createVM(t *testing.T, dyn dynamic.Interface, vm *virtv1.VirtualMachine) {
@@ -134,15 +104,7 @@ var (
 // serverBinary builds cmd/kubevirt-redfish once per test process.
 func serverBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binPath = filepath.Join(workDir, "kubevirt-redfish")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kubevirt-redfish")
-		cmd.Dir = filepath.Join("..", "..")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binPath, buildErr = stack.BuildServer(workDir, "") })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
@@ -156,10 +118,12 @@ type proc struct {
 	addr    string
 	logPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu sync.Mutex
+	p  *testenv.Process
 }
+
+// stopGrace bounds the wait after SIGTERM; the server's own shutdownGrace is 20 s.
+const stopGrace = 25 * time.Second
 
 // startServer writes a configuration (admin/password for every tenant), picks a port and
 // starts the binary; it returns once /readyz answers 200.
@@ -169,7 +133,7 @@ func (c *cluster) startServer(t *testing.T, extraYAML string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := stack.FreeAddr(t)
 	cfg := fmt.Sprintf(`listen: %s
 tls: {insecureHTTP: true}
 logLevel: info
@@ -185,7 +149,7 @@ users:
 		t.Fatal(err)
 	}
 	p := &proc{t: t, addr: addr, logPath: filepath.Join(dir, "server.log"),
-		args: []string{"--config", cfgPath, "--kubeconfig", c.env.KubeconfigPath, "--namespace", serverNamespace}}
+		args: []string{"--config", cfgPath, "--kubeconfig", c.Env.KubeconfigPath, "--namespace", stack.Namespace}}
 	p.start()
 	t.Cleanup(func() {
 		p.stop()
@@ -201,36 +165,20 @@ users:
 	return p
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func (p *proc) url() string { return "http://" + p.addr }
 
-// start runs the binary and waits until it is ready.
+// start runs the binary, its log appended to the earlier runs', and waits until it is ready.
 func (p *proc) start() {
 	p.t.Helper()
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err := appendLine(p.logPath, "==== start "+time.Now().Format(time.RFC3339Nano)); err != nil {
+		p.t.Fatal(err)
+	}
+	cur, err := testenv.StartProcess(exec.Command(serverBinary(p.t), p.args...), p.logPath)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	fmt.Fprintf(logf, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(serverBinary(p.t), p.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
 	p.mu.Lock()
-	p.cmd, p.done = cmd, done
+	p.p = cur
 	p.mu.Unlock()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -241,10 +189,8 @@ func (p *proc) start() {
 				return
 			}
 		}
-		select {
-		case <-done:
+		if cur.Exited() {
 			p.t.Fatalf("the server exited during start:\n%s", p.logTail(40))
-		default:
 		}
 		if time.Now().After(deadline) {
 			p.t.Fatalf("the server did not become ready:\n%s", p.logTail(40))
@@ -253,53 +199,34 @@ func (p *proc) start() {
 	}
 }
 
-func (p *proc) pid() int {
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// current is the process of the latest start.
+func (p *proc) current() *testenv.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
+	return p.p
 }
+
+func (p *proc) pid() int { return p.current().Pid() }
 
 // kill sends SIGKILL (kill -9) and waits for the process to be gone.
-func (p *proc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Kill()
-	<-done
-}
+func (p *proc) kill() { p.current().Kill() }
 
-// stop sends SIGTERM and waits (SIGKILL after 25 s).
-func (p *proc) stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(25 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
+// stop sends SIGTERM and waits (SIGKILL after stopGrace).
+func (p *proc) stop() { p.current().Stop(stopGrace) }
 
-func (p *proc) alive() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *proc) alive() bool { return !p.current().Exited() }
 
 // logTail returns the last n log lines, leaving out the audit lines of successful requests.
 func (p *proc) logTail(n int) string {
@@ -556,44 +483,6 @@ func eventuallyf(t *testing.T, within time.Duration, what string, cond func() (b
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// ---- images ----
-
-// imageServer serves ISOs of size bytes on 127.0.0.1; delay slows each 64 KiB chunk.
-type imageServer struct {
-	*httptest.Server
-	size  int
-	delay atomic.Int64
-}
-
-func newImageServer(t *testing.T, size int) *imageServer {
-	s := &imageServer{size: size}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(s.size))
-		if r.Method == http.MethodHead {
-			return
-		}
-		chunk := make([]byte, 64<<10)
-		for left := s.size; left > 0; left -= len(chunk) {
-			if left < len(chunk) {
-				chunk = chunk[:left]
-			}
-			if d := time.Duration(s.delay.Load()); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-r.Context().Done():
-					return
-				}
-			}
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
 }
 
 // record logs a scenario's figures and, when $KRF_RELIABILITY_OUT names a directory, writes

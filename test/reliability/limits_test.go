@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,8 @@ import (
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 // shortLimits are the production limits scaled down so the timeouts can be watched at work.
@@ -324,13 +327,12 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 // The binary serves with the production limits (server.DefaultLimits): a 100 KiB header is
 // refused, a slowloris connection is cut after ReadHeaderTimeout.
 func TestBinaryLimits(t *testing.T) {
-	addr := freeAddr(t)
-	cmd := exec.Command(serverBinary(t), "--demo", "--listen", addr)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	addr := stack.FreeAddr(t)
+	p, err := testenv.StartProcess(exec.Command(serverBinary(t), "--demo", "--listen", addr), filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(p.Kill)
 	eventually(t, time.Minute, "the demo server", func() bool {
 		resp, err := http.Get("http://" + addr + "/redfish/v1/")
 		if err == nil {

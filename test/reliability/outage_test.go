@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
 
 // outageFor is how long kube-apiserver stays down.
@@ -26,7 +27,7 @@ const hangLimit = 5 * time.Second
 // the goroutine count and heap of before.
 func TestAPIServerOutage(t *testing.T) {
 	c := startCluster(t)
-	img := newImageServer(t, 256<<10)
+	img := stack.NewImageServer(t, 256<<10)
 	srv := c.startServer(t, "")
 	pid := srv.pid()
 	cl := newClient(srv.url())
@@ -66,7 +67,7 @@ func TestAPIServerOutage(t *testing.T) {
 	load := startLoad(20, 64, ops)
 	time.Sleep(3 * time.Second)
 	stopBegin := time.Now()
-	if err := c.env.StopAPIServer(); err != nil {
+	if err := c.Env.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	down := time.Now()
@@ -78,7 +79,7 @@ func TestAPIServerOutage(t *testing.T) {
 	time.Sleep(time.Until(down.Add(outageFor)))
 
 	upBegin := time.Now()
-	if err := c.env.StartAPIServer(); err != nil {
+	if err := c.Env.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	up := time.Now()
@@ -89,7 +90,7 @@ func TestAPIServerOutage(t *testing.T) {
 	//   - the caches: a VM created straight in the apiserver shows up as a system;
 	//   - /readyz back to 200.
 	probe := sim.ControlPlaneVM("tenant-b", "outage-probe", 40)
-	createVM(t, c.dyn, probe)
+	createVM(t, c.Dyn, probe)
 	var actionAt, cacheAt, readyAt, leaderAt time.Time
 	var wg sync.WaitGroup
 	wait := func(at *time.Time, what string, cond func() bool) {

@@ -160,7 +160,7 @@ func keys(m map[string]bool) []string {
 func TestRaces(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	cl := newClient(s.URL)
-	img := newImageServer(t, 64<<10)
+	img := stack.NewImageServer(t, 64<<10)
 	images := []string{img.URL + "/a.iso", img.URL + "/b.iso", img.URL + "/c.iso"}
 	values := map[string][]string{
 		"boot":       {"Pxe", "Hdd", "Cd"},

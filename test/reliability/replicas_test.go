@@ -61,7 +61,7 @@ func TestTwoReplicasBehindAProxy(t *testing.T) {
 	proxy := newRRProxy(t, s.URL, second)
 	cl := newClient(proxy.URL)
 	direct := []*client{newClient(s.URL), newClient(second)}
-	img := newImageServer(t, 64<<10)
+	img := stack.NewImageServer(t, 64<<10)
 	figures := map[string]any{}
 
 	// Sessions: log in through the proxy (one replica), use the token through both.

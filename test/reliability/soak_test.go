@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/test/stack"
 )
 
 // soakDuration is $KRF_SOAK_DURATION (a Go duration), 75 s by default: `make soak` runs 10m.
@@ -41,7 +43,7 @@ type soakPoint struct {
 func TestSoak(t *testing.T) {
 	duration := soakDuration(t)
 	c := startCluster(t)
-	img := newImageServer(t, 256<<10)
+	img := stack.NewImageServer(t, 256<<10)
 	srv := c.startServer(t, "")
 	cl := newClient(srv.url())
 	tok, _ := cl.login(t)

@@ -1,10 +1,10 @@
 // Package stack runs kubevirt-redfish in-process over HTTP against a real kube-apiserver and
 // etcd (test/testenv) with the real KubeVirt CRDs, the simulator playing virt-controller. The
-// integration and client tests share it.
+// integration and client tests share it; the binary and reliability tests share its cluster
+// (StartCluster), the build of the server binary and the image server.
 package stack
 
 import (
-	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
@@ -23,7 +22,6 @@ import (
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/server"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
-	"github.com/kubevirt-redfish/kubevirt-redfish/test/testenv"
 )
 
 // Users of the stack's configuration; every one has Password.
@@ -62,15 +60,12 @@ type Replica struct {
 
 // Stack is a running kubevirt-redfish over a real apiserver.
 type Stack struct {
-	Env *testenv.Env
-	Dyn dynamic.Interface
-	Sim *sim.Simulator
+	*Cluster
 	// URL is the base URL of the first server (no /redfish/v1).
 	URL string
 	// First is the first server.
 	First *Replica
 	cfg   *config.Config
-	ctx   context.Context
 	opts  Options
 }
 
@@ -78,41 +73,12 @@ type Stack struct {
 // simulator and one server. Everything stops when the test ends.
 func Start(t testing.TB, opts Options) *Stack {
 	t.Helper()
-	env := testenv.StartForTest(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range append([]string{Namespace}, sim.DemoNamespaces...) {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, vm := range sim.DemoVMs() {
-		u, err := sim.ToUnstructured(vm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(kubevirt.VMResource).Namespace(vm.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating VM %s/%s: %v", vm.Namespace, vm.Name, err)
-		}
-	}
-	if opts.Sim.BootDelay == 0 {
-		opts.Sim.BootDelay = 300 * time.Millisecond
-	}
-	if opts.Sim.ShutdownDelay == 0 {
-		opts.Sim.ShutdownDelay = 300 * time.Millisecond
-	}
+	c := StartCluster(t, ClusterOptions{Sim: opts.Sim})
 	cfg := opts.Config
 	if cfg == nil {
 		cfg = Config(t)
 	}
-	s := &Stack{Env: env, Dyn: dyn, Sim: sim.New(dyn, opts.Sim), cfg: cfg, ctx: ctx, opts: opts}
-	if err := s.Sim.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := &Stack{Cluster: c, cfg: cfg, opts: opts}
 	s.First = s.AddReplica(t)
 	s.URL = s.First.URL
 	return s
@@ -139,18 +105,18 @@ func (s *Stack) AddReplica(t testing.TB) *Replica {
 	if s.opts.CacheRetention > 0 {
 		client.CacheRetention, client.SweepInterval = s.opts.CacheRetention, s.opts.CacheRetention/10
 	}
-	if err := client.Start(s.ctx); err != nil {
+	if err := client.Start(s.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	go client.RunBackground(s.ctx)
+	go client.RunBackground(s.Ctx)
 	store := sessions.New(dyn, sessions.Options{Namespace: Namespace, Timeout: s.cfg.Sessions.Timeout,
 		MaxLifetime: s.cfg.Sessions.MaxLifetime, MaxPerUser: s.cfg.Sessions.MaxPerUser, Log: log})
-	if err := store.Start(s.ctx); err != nil {
+	if err := store.Start(s.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	handler := server.New(s.cfg, client, log, server.WithSessions(store))
 	creds := credentials.New(s.cfg, credentials.Options{Namespace: Namespace, Dyn: dyn, Apply: handler.SetConfig, Log: log})
-	if err := creds.Start(s.ctx); err != nil {
+	if err := creds.Start(s.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(handler)

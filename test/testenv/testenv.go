@@ -32,8 +32,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,8 +56,8 @@ type Env struct {
 	logf      func(format string, args ...any)
 	apiserver string   // binary path
 	apiArgs   []string // flags, reused by StartAPIServer
-	etcd      *process
-	api       *process
+	etcd      *Process
+	api       *Process
 	crds      []schema.GroupVersionResource // served by every CRD we installed
 }
 
@@ -71,6 +69,10 @@ const (
 	// Generous: a cold start on a 2-core CI machine with several large CRD
 	// schemas takes seconds, but a loaded machine can be much slower.
 	readyTimeout = 2 * time.Minute
+
+	// stopGrace bounds the wait after SIGTERM: kube-apiserver drains requests on SIGTERM, but
+	// there is no need to wait for long-running watches.
+	stopGrace = 5 * time.Second
 )
 
 // Start launches etcd and kube-apiserver on free 127.0.0.1 ports, installs
@@ -100,7 +102,7 @@ func start(ctx context.Context, logf func(string, ...any)) (env *Env, err error)
 	defer func() {
 		if err != nil {
 			// Failing starts are usually explained by the process logs.
-			err = fmt.Errorf("%w%s%s", err, e.etcd.tail(), e.api.tail())
+			err = fmt.Errorf("%w%s%s", err, logTail(e.etcd), logTail(e.api))
 			e.Stop()
 			env = nil
 		}
@@ -137,8 +139,8 @@ func start(ctx context.Context, logf func(string, ...any)) (env *Env, err error)
 // Stop kills kube-apiserver and etcd and removes all their data. Safe to call
 // more than once.
 func (e *Env) Stop() {
-	e.api.stop()
-	e.etcd.stop()
+	e.api.Stop(stopGrace)
+	e.etcd.Stop(stopGrace)
 	if e.Dir != "" {
 		_ = os.RemoveAll(e.Dir)
 	}
@@ -147,24 +149,24 @@ func (e *Env) Stop() {
 // StopAPIServer stops only kube-apiserver (etcd and its data stay), to
 // simulate an API outage. Requests fail with "connection refused" afterwards.
 func (e *Env) StopAPIServer() error {
-	if e.api == nil || e.api.exited() {
+	if e.api == nil || e.api.Exited() {
 		return errors.New("testenv: kube-apiserver is not running")
 	}
-	e.api.stop()
+	e.api.Stop(stopGrace)
 	return nil
 }
 
 // StartAPIServer starts kube-apiserver again on the same port against the same
 // etcd, and waits until it is ready and serves the CRDs again.
 func (e *Env) StartAPIServer() error {
-	if e.api != nil && !e.api.exited() {
+	if e.api != nil && !e.api.Exited() {
 		return errors.New("testenv: kube-apiserver is already running")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	begin := time.Now()
 	if err := e.startAPIServer(ctx); err != nil {
-		return fmt.Errorf("%w%s", err, e.api.tail())
+		return fmt.Errorf("%w%s", err, logTail(e.api))
 	}
 	if err := e.waitServable(ctx); err != nil {
 		return err
@@ -201,7 +203,7 @@ func (e *Env) startEtcd(ctx context.Context, bin string, clientPort, peerPort in
 	var err error
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	e.etcd, err = startProcess(bin, filepath.Join(e.Dir, "etcd.log"),
+	e.etcd, err = startProcess(filepath.Join(e.Dir, "etcd.log"), bin,
 		"--name=testenv",
 		"--data-dir="+filepath.Join(e.Dir, "etcd"),
 		"--listen-client-urls="+clientURL,
@@ -307,7 +309,7 @@ func (e *Env) configureAPIServer(etcdURL string, port int) error {
 func (e *Env) startAPIServer(ctx context.Context) error {
 	var err error
 	// Append so the log of a previous run (before StopAPIServer) is kept.
-	e.api, err = startProcess(e.apiserver, filepath.Join(e.Dir, "kube-apiserver.log"), e.apiArgs...)
+	e.api, err = startProcess(filepath.Join(e.Dir, "kube-apiserver.log"), e.apiserver, e.apiArgs...)
 	if err != nil {
 		return err
 	}
@@ -438,12 +440,12 @@ func readObject(path string) (*unstructured.Unstructured, error) {
 
 // poll runs cond every 100ms until it returns true, ctx expires, the overall
 // readyTimeout passes, or p exits (no point waiting for a dead process).
-func (e *Env) poll(ctx context.Context, p *process, cond wait.ConditionWithContextFunc) error {
+func (e *Env) poll(ctx context.Context, p *Process, cond wait.ConditionWithContextFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		if p.exited() {
-			return false, fmt.Errorf("%s exited: %v", filepath.Base(p.cmd.Path), p.err)
+		if p.Exited() {
+			return false, fmt.Errorf("%s exited: %v", filepath.Base(p.Cmd.Path), p.Err())
 		}
 		return cond(ctx)
 	})
@@ -511,73 +513,24 @@ func ecKeyPEM() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
-// process is a child process whose output goes to a log file.
-type process struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, valid after done is closed
-}
-
-func startProcess(bin, logPath string, args ...string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startProcess starts bin, its output appended to logPath.
+func startProcess(logPath, bin string, args ...string) (*Process, error) {
+	p, err := StartProcess(exec.Command(bin, args...), logPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("testenv: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("testenv: start %s: %w", bin, err)
-	}
-	p := &process{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, and SIGKILL if the process has not exited after a few
-// seconds (kube-apiserver drains requests on SIGTERM; we don't need to wait
-// for long-running watches). nil-safe.
-func (p *process) stop() {
-	if p == nil || p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// tail returns the last lines of the process log, formatted for an error
+// logTail returns the last lines of a process log, formatted for an error
 // message, or "" if there is none. nil-safe.
-func (p *process) tail() string {
+func logTail(p *Process) string {
 	if p == nil {
 		return ""
 	}
-	b, err := os.ReadFile(p.log)
-	if err != nil || len(b) == 0 {
+	tail := p.Tail(20)
+	if tail == "" {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return fmt.Sprintf("\n--- last lines of %s ---\n%s", p.log, strings.Join(lines, "\n"))
+	return fmt.Sprintf("\n--- last lines of %s ---\n%s", p.Log, tail)
 }

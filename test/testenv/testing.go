@@ -20,7 +20,7 @@ func StartForTest(t testing.TB) *Env {
 	t.Cleanup(func() {
 		if t.Failed() {
 			// The data dir (with the logs) is removed by Stop, keep the gist.
-			t.Logf("kube-apiserver log before stop:%s", e.api.tail())
+			t.Logf("kube-apiserver log before stop:%s", logTail(e.api))
 		}
 		e.Stop()
 	})
