@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
 )
 
@@ -95,7 +94,7 @@ func (s *Server) audit(next http.Handler) http.Handler {
 		}
 		action := actionOf(r.Method, route, r.URL.Path)
 		fields := []zap.Field{
-			zap.String("request_id", middleware.GetReqID(r.Context())),
+			zap.String("request_id", requestID(r.Context())),
 			zap.String("user", info.user),
 			zap.String("auth", info.auth),
 			zap.String("source", s.clientIP(r)),

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
 
@@ -110,18 +109,22 @@ func (a *basicAuth) Known(user, pass string, maxAge time.Duration) *config.User 
 	return nil
 }
 
+// ctxKey types the context keys of this package.
 type ctxKey int
 
-const userKey ctxKey = 0
-
-func withUser(ctx context.Context, u *config.User) context.Context {
-	return context.WithValue(ctx, userKey, u)
+// setUser records the authenticated user of the request ctx belongs to.
+func setUser(ctx context.Context, u *config.User) {
+	if info := infoOf(ctx); info != nil {
+		info.user = u
+	}
 }
 
 // userOf returns the authenticated user of a request (nil on public routes).
 func userOf(ctx context.Context) *config.User {
-	u, _ := ctx.Value(userKey).(*config.User)
-	return u
+	if info := infoOf(ctx); info != nil {
+		return info.user
+	}
+	return nil
 }
 
 // recentCredential is how long a verified credential keeps working from a locked client
@@ -203,7 +206,7 @@ func (s *Server) verify(r *http.Request, user, pass string) *config.User {
 	}
 	pairLocked, peerLocked := s.sec.lock.fail(user, source, limits)
 	fields := []zap.Field{zap.String("user", truncate(user, 64)), zap.String("source", source),
-		zap.String("request_id", middleware.GetReqID(r.Context()))}
+		zap.String("request_id", requestID(r.Context()))}
 	switch {
 	case pairLocked:
 		s.log.Warn("too many failed logins: this user is locked out from this address",

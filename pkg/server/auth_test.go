@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,8 +211,28 @@ func TestBasicAuthConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func TestUserContext(t *testing.T) {
+func TestRequestContext(t *testing.T) {
 	assert.Nil(t, userOf(context.Background()))
+	assert.Empty(t, requestID(context.Background()))
+	setUser(context.Background(), &config.User{}) // outside a request: nothing to record, no panic
+
+	ctx := context.WithValue(context.Background(), infoKey, &requestInfo{id: "req-1"})
+	assert.Nil(t, userOf(ctx), "not authenticated yet")
 	u := &config.User{Username: "x"}
-	assert.Same(t, u, userOf(withUser(context.Background(), u)))
+	setUser(ctx, u)
+	assert.Same(t, u, userOf(ctx))
+	assert.Same(t, u, userOf(context.WithValue(ctx, infoKey+1, "derived")), "contexts derived from the request's see its user")
+	assert.Equal(t, "req-1", requestID(ctx))
+}
+
+func TestRequestIDs(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/redfish/v1", nil)
+	a, b := newRequestID(r), newRequestID(r)
+	assert.NotEqual(t, a, b, "every request has its own id")
+	assert.Equal(t, requestIDPrefix, a[:len(requestIDPrefix)])
+
+	r.Header.Set("X-Request-Id", "ironic-req-42")
+	assert.Equal(t, "ironic-req-42", newRequestID(r), "the client's id, so both logs can be matched")
+	r.Header.Set("X-Request-Id", strings.Repeat("x", 1000))
+	assert.LessOrEqual(t, len(newRequestID(r)), maxRequestIDLen+len("..."))
 }

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -14,16 +17,17 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/kubevirt"
 )
 
 // observe records every request: the metrics by route template, and one access log line
-// with the request id and the user.
+// with the request id and the user. It gives the request its requestInfo.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		info := &requestInfo{}
+		info := &requestInfo{id: newRequestID(r)}
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), infoKey, info)))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -37,22 +41,61 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.Requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		s.metrics.RequestDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
 		if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
-			ce.Write(zap.String("request_id", middleware.GetReqID(r.Context())), zap.String("method", r.Method),
+			user := ""
+			if info.user != nil {
+				user = info.user.Username
+			}
+			ce.Write(zap.String("request_id", info.id), zap.String("method", r.Method),
 				zap.String("route", route), zap.String("path", r.URL.Path), zap.Int("status", status),
-				zap.Duration("took", elapsed), zap.String("user", info.user), zap.String("remote", r.RemoteAddr))
+				zap.Duration("took", elapsed), zap.String("user", user), zap.String("remote", r.RemoteAddr))
 		}
 	})
 }
 
-// requestInfo carries what handlers learn (the user) back to the access log.
-type requestInfo struct{ user string }
+// requestInfo is what the server knows of a request beyond net/http: its id and, once
+// authenticated, its user. One context value carries both, because each context value costs
+// a copy of the whole http.Request.
+type requestInfo struct {
+	id   string
+	user *config.User
+}
 
 const infoKey ctxKey = 1
 
-func noteUser(ctx context.Context, user string) {
-	if info, ok := ctx.Value(infoKey).(*requestInfo); ok {
-		info.user = user
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(infoKey).(*requestInfo)
+	return info
+}
+
+// requestID is the id the logs give the request ("" outside observe).
+func requestID(ctx context.Context) string {
+	if info := infoOf(ctx); info != nil {
+		return info.id
 	}
+	return ""
+}
+
+// maxRequestIDLen bounds a client's X-Request-Id in the logs.
+const maxRequestIDLen = 128
+
+var (
+	requestIDPrefix = randomRequestIDPrefix()
+	requestCount    atomic.Uint64
+)
+
+// newRequestID is the client's X-Request-Id (so a client's logs and ours can be matched),
+// else a per-process random prefix and a counter.
+func newRequestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		return truncate(id, maxRequestIDLen)
+	}
+	return requestIDPrefix + strconv.FormatUint(requestCount.Add(1), 10)
+}
+
+func randomRequestIDPrefix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b) + "-"
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -94,7 +94,7 @@ type route struct {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.observe, s.audit, s.recoverer, middleware.StripSlashes, s.protocol, requireJSON, unknownMethods)
+	r.Use(s.observe, s.audit, s.recoverer, middleware.StripSlashes, s.protocol, requireJSON, unknownMethods)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", s.metricsHandler())
@@ -169,8 +169,7 @@ func (s *Server) dispatch(rt route) http.Handler {
 				writeError(w, redfish.NoValidSession())
 				return
 			}
-			r = r.WithContext(withUser(r.Context(), u))
-			noteUser(r.Context(), u.Username)
+			setUser(r.Context(), u)
 		}
 		method := r.Method
 		if method == http.MethodHead {
