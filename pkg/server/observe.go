@@ -22,13 +22,12 @@ import (
 )
 
 // observe records every request: the metrics by route template, and one access log line
-// with the request id and the user. It gives the request its requestInfo.
+// with the request id and the user (from the requestInfo ServeHTTP gave it).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		info := &requestInfo{id: newRequestID(r)}
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), infoKey, info)))
+		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
@@ -42,10 +41,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.RequestDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
 		if ce := s.log.Check(zap.DebugLevel, "request"); ce != nil {
 			user := ""
-			if info.user != nil {
-				user = info.user.Username
+			if u := userOf(r.Context()); u != nil {
+				user = u.Username
 			}
-			ce.Write(zap.String("request_id", info.id), zap.String("method", r.Method),
+			ce.Write(zap.String("request_id", requestID(r.Context())), zap.String("method", r.Method),
 				zap.String("route", route), zap.String("path", r.URL.Path), zap.Int("status", status),
 				zap.Duration("took", elapsed), zap.String("user", user), zap.String("remote", r.RemoteAddr))
 		}

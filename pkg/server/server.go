@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,8 +79,20 @@ func New(cfg *config.Config, backend Backend, log *zap.Logger, opts ...Option) *
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. It gives the request its requestInfo and chi's routing
+// context in one step: each context value set through Request.WithContext costs a copy of the
+// whole Request, and chi, finding a routing context already there (as for a sub-router), adds
+// none of its own.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rctx := routeContexts.Get().(*chi.Context)
+	rctx.Reset()
+	rctx.Routes = s.router
+	ctx := context.WithValue(context.WithValue(r.Context(), chi.RouteCtxKey, rctx), infoKey, &requestInfo{id: newRequestID(r)})
+	s.router.ServeHTTP(w, r.WithContext(ctx))
+	routeContexts.Put(rctx)
+}
+
+var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
 // route is one resource: its methods, and whether it is readable without credentials.
 type route struct {
