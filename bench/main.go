@@ -30,9 +30,9 @@ import (
 	"time"
 )
 
-// defaultMemLimit is the server's GOMEMLIMIT unless -server-env sets one: the memory limit of
-// deploy/base/deployment.yaml, which the Deployment passes as GOMEMLIMIT.
-const defaultMemLimit = "256MiB"
+// deploymentEnv is the Go runtime's environment in deploy/base/deployment.yaml, which the
+// server runs with unless -server-env sets a variable of it.
+var deploymentEnv = []string{"GOMEMLIMIT=256MiB", "GOGC=60"}
 
 type options struct {
 	server      string
@@ -83,9 +83,11 @@ func main() {
 	})
 	flag.BoolVar(&o.startupOnly, "startup-only", false, "measure start-up and memory only, then stop")
 	flag.Parse()
-	// The environment of deploy/base/deployment.yaml: GOMEMLIMIT from the 256Mi memory limit.
-	if !slices.ContainsFunc(o.serverEnv, func(v string) bool { return strings.HasPrefix(v, "GOMEMLIMIT=") }) {
-		o.serverEnv = append([]string{"GOMEMLIMIT=" + defaultMemLimit}, o.serverEnv...)
+	for _, v := range deploymentEnv {
+		name, _, _ := strings.Cut(v, "=")
+		if !slices.ContainsFunc(o.serverEnv, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			o.serverEnv = append([]string{v}, o.serverEnv...)
+		}
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
