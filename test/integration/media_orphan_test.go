@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
@@ -27,15 +24,7 @@ import (
 func TestOrphanedMediaDataVolumeIsCollected(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	c := client(t, s.URL, stack.Admin)
-	iso := make([]byte, 256<<10)
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(iso)))
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(iso)
-		}
-	}))
-	t.Cleanup(img.Close)
-	url := img.URL + "/agent.iso"
+	url := stack.NewImageServer(t, 256<<10).URL + "/agent.iso"
 
 	// cp-0 gets its media the normal way: the VM references it.
 	insert(t, c, "tenant-a.cp-0", url)
