@@ -102,6 +102,11 @@ type StorageFile struct {
 	// CAConfigMap names a ConfigMap (in the VM's namespace) with the CA bundle CDI uses for
 	// HTTPS images.
 	CAConfigMap string `yaml:"caConfigMap"`
+	// InsecureTLS trusts whatever certificate an HTTPS image server presents: InsertMedia
+	// reads it without verification and CDI's import is given exactly that certificate to
+	// trust (CDI has no switch to skip verification of HTTP sources). Only for image servers
+	// with self-signed certificates on a trusted network. It replaces an inherited caConfigMap.
+	InsecureTLS bool `yaml:"insecureTLS"`
 }
 
 // TLSFile names the serving certificate, re-read when the files change. With neither file
@@ -190,6 +195,7 @@ type Storage struct {
 	AccessModes  []corev1.PersistentVolumeAccessMode
 	VolumeMode   *corev1.PersistentVolumeMode
 	CAConfigMap  string
+	InsecureTLS  bool
 }
 
 // StorageFor returns the media storage of a namespace.
@@ -519,8 +525,13 @@ func compileStorage(key string, sf StorageFile, base Storage, errs []error) (Sto
 	default:
 		errs = append(errs, fmt.Errorf("%s.volumeMode: %q must be Filesystem or Block", key, sf.VolumeMode))
 	}
-	if sf.CAConfigMap != "" {
-		s.CAConfigMap = sf.CAConfigMap
+	switch {
+	case sf.CAConfigMap != "" && sf.InsecureTLS:
+		errs = append(errs, fmt.Errorf("%s.insecureTLS: cannot be combined with caConfigMap: trust a CA bundle or the presented certificate, not both", key))
+	case sf.CAConfigMap != "":
+		s.CAConfigMap, s.InsecureTLS = sf.CAConfigMap, false
+	case sf.InsecureTLS:
+		s.CAConfigMap, s.InsecureTLS = "", true
 	}
 	return s, errs
 }

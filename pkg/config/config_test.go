@@ -185,6 +185,10 @@ func TestCompileErrorsNameTheirKey(t *testing.T) {
 		{"tls cert without key", func(f *File) { f.TLS.CertFile = "/tls/tls.crt" }, "tls:", "keyFile"},
 		{"tls key without cert", func(f *File) { f.TLS.KeyFile = "/tls/tls.key" }, "tls:", "certFile"},
 		{"bad logLevel", func(f *File) { f.LogLevel = "verbose" }, "logLevel:", `"verbose"`},
+		{"insecureTLS with caConfigMap", func(f *File) { f.Media.CAConfigMap, f.Media.InsecureTLS = "ca", true }, "media.insecureTLS", "caConfigMap"},
+		{"insecureTLS with caConfigMap in a namespace", func(f *File) {
+			f.Media.Namespaces = map[string]StorageFile{"tenant-a": {CAConfigMap: "ca", InsecureTLS: true}}
+		}, "media.namespaces.tenant-a.insecureTLS", "caConfigMap"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,4 +333,27 @@ func TestMayWrite(t *testing.T) {
 	assert.True(t, (&User{Role: RoleOperator}).MayWrite())
 	assert.False(t, (&User{Role: RoleReadOnly}).MayWrite())
 	assert.False(t, (&User{}).MayWrite())
+}
+
+// A namespace's way of trusting HTTPS image servers replaces the inherited one: a CA bundle and
+// trusting the presented certificate exclude each other.
+func TestMediaTLSTrustInherits(t *testing.T) {
+	f := validFile(t)
+	f.Media.CAConfigMap = "corp-ca"
+	f.Media.Namespaces = map[string]StorageFile{
+		"tenant-a": {InsecureTLS: true},
+		"tenant-b": {StorageClass: "fast"},
+	}
+	c, err := f.Compile()
+	require.NoError(t, err)
+	assert.Equal(t, Storage{CAConfigMap: "corp-ca"}, c.Media.Default)
+	assert.Equal(t, Storage{InsecureTLS: true}, c.Media.StorageFor("tenant-a"))
+	assert.Equal(t, Storage{CAConfigMap: "corp-ca", StorageClass: "fast"}, c.Media.StorageFor("tenant-b"))
+
+	f.Media.CAConfigMap, f.Media.InsecureTLS = "", true
+	f.Media.Namespaces = map[string]StorageFile{"tenant-a": {CAConfigMap: "tenant-ca"}}
+	c, err = f.Compile()
+	require.NoError(t, err)
+	assert.Equal(t, Storage{CAConfigMap: "tenant-ca"}, c.Media.StorageFor("tenant-a"))
+	assert.Equal(t, Storage{InsecureTLS: true}, c.Media.StorageFor("tenant-b"))
 }

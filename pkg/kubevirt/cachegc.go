@@ -95,10 +95,21 @@ func (c *Client) sweepCache(ctx context.Context, dv *cdiv1.DataVolume, used bool
 	if err != nil {
 		return c.apiError("delete_datavolumes", err)
 	}
-	if secret := dv.Spec.Source; secret != nil && secret.HTTP != nil && secret.HTTP.SecretRef != "" {
-		err := c.dyn.Resource(secretResource).Namespace(dv.Namespace).Delete(ctx, secret.HTTP.SecretRef, metav1.DeleteOptions{})
+	src := dv.Spec.Source
+	if src == nil || src.HTTP == nil {
+		return nil
+	}
+	if src.HTTP.SecretRef != "" {
+		err := c.dyn.Resource(secretResource).Namespace(dv.Namespace).Delete(ctx, src.HTTP.SecretRef, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return c.apiError("delete_secrets", err)
+		}
+	}
+	// The presented certificates of media insecureTLS; a configured caConfigMap is the user's.
+	if src.HTTP.CertConfigMap == dv.Name+caConfigMapSuffix {
+		err := c.dyn.Resource(configMapResource).Namespace(dv.Namespace).Delete(ctx, src.HTTP.CertConfigMap, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return c.apiError("delete_configmaps", err)
 		}
 	}
 	return nil

@@ -13,7 +13,10 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 )
 
-var secretResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+var (
+	secretResource    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMapResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
 
 // MediaRequest is a validated InsertMedia.
 type MediaRequest struct {
@@ -21,7 +24,13 @@ type MediaRequest struct {
 	// UserName and Password reach CDI in a Secret; they are never logged or shown.
 	UserName, Password string
 	Storage            Storage
+	// PresentedCerts, PEM, are the certificates the image server presented (media
+	// insecureTLS): CDI's import trusts them, from a ConfigMap, instead of Storage's CA bundle.
+	PresentedCerts []byte
 }
+
+// caConfigMapSuffix names the ConfigMap of an image cache's presented certificates.
+const caConfigMapSuffix = "-ca"
 
 // DataVolume returns a cached DataVolume.
 func (c *Client) DataVolume(ns, name string) (*cdiv1.DataVolume, bool) {
@@ -115,6 +124,18 @@ func (c *Client) ensureCache(ctx context.Context, ns string, req MediaRequest) e
 	if dv, ok := c.DataVolume(ns, name); ok && dv.DeletionTimestamp == nil {
 		return c.markUsed(ctx, dv)
 	}
+	st := req.Storage
+	if len(req.PresentedCerts) > 0 {
+		st.CertConfigMap = name + caConfigMapSuffix
+		cm := &corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: st.CertConfigMap, Namespace: ns, Labels: map[string]string{MediaLabel: "ca"}},
+			Data:       map[string]string{"ca.pem": string(req.PresentedCerts)},
+		}
+		if err := c.create(ctx, configMapResource, ns, cm); err != nil {
+			return err
+		}
+	}
 	secret := ""
 	if req.UserName != "" {
 		secret = name + "-auth"
@@ -127,7 +148,7 @@ func (c *Client) ensureCache(ctx context.Context, ns string, req MediaRequest) e
 			return err
 		}
 	}
-	return c.create(ctx, DataVolumeResource, ns, CacheDataVolume(ns, req.Image, secret, req.Storage))
+	return c.create(ctx, DataVolumeResource, ns, CacheDataVolume(ns, req.Image, secret, st))
 }
 
 // create creates an object; one that already exists is fine (another replica or an earlier

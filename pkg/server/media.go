@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/url"
@@ -152,7 +154,20 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), writeTimeout)
 	defer cancel()
-	req.Storage = storageFor(ctx, s.cfg.Load().Media.StorageFor(m.VM.Namespace), req)
+	st := s.cfg.Load().Media.StorageFor(m.VM.Namespace)
+	pin := st.InsecureTLS && strings.HasPrefix(strings.ToLower(req.Image), "https:")
+	var probe imageProbe
+	if st.Size == nil || pin {
+		probe = probeImage(ctx, req, pin)
+	}
+	if pin {
+		if len(probe.certs) == 0 {
+			writeError(w, imageRefused(req.Image, "media.insecureTLS trusts the certificate the image server presents, and none could be read: "+errString(probe.err)))
+			return
+		}
+		req.PresentedCerts = probe.certs
+	}
+	req.Storage = storageFor(st, probe.length)
 	err := s.backend.InsertMedia(ctx, m.VM.Namespace, m.VM.Name, req)
 	s.countAction("InsertMedia", err)
 	if err != nil {
@@ -257,38 +272,67 @@ var defaultImageSize = resource.MustParse("10Gi")
 // storageFor picks the import volume's storage: the configured size, else the image's
 // Content-Length (from a HEAD request) rounded up to MiB. CDI adds its filesystem overhead to
 // the PVC request itself (spec.storage), so the usable size is what we ask for.
-func storageFor(ctx context.Context, st config.Storage, req kubevirt.MediaRequest) kubevirt.Storage {
+func storageFor(st config.Storage, contentLength int64) kubevirt.Storage {
 	out := kubevirt.Storage{StorageClass: st.StorageClass, AccessModes: st.AccessModes, VolumeMode: st.VolumeMode, CertConfigMap: st.CAConfigMap, Size: defaultImageSize}
-	if st.Size != nil {
+	switch {
+	case st.Size != nil:
 		out.Size = *st.Size
-		return out
-	}
-	if n := contentLength(ctx, req); n > 0 {
-		mib := (n + 1<<20 - 1) >> 20
+	case contentLength > 0:
+		mib := (contentLength + 1<<20 - 1) >> 20
 		out.Size = *resource.NewQuantity(mib<<20, resource.BinarySI)
 	}
 	return out
 }
 
-func contentLength(ctx context.Context, req kubevirt.MediaRequest) int64 {
+// imageProbe is what a HEAD request to the image server told.
+type imageProbe struct {
+	length int64  // Content-Length of a 200, else 0
+	certs  []byte // PEM of the certificates an HTTPS server presented, when asked for
+	err    error
+}
+
+// probeImage sends the image server a HEAD request. With presented, it does not verify the
+// server's certificate but returns it (media insecureTLS), whatever the response's status.
+func probeImage(ctx context.Context, req kubevirt.MediaRequest, presented bool) imageProbe {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodHead, req.Image, nil)
 	if err != nil {
-		return 0
+		return imageProbe{err: err}
 	}
 	if req.UserName != "" {
 		hr.SetBasicAuth(req.UserName, req.Password)
 	}
-	resp, err := http.DefaultClient.Do(hr)
+	client := http.DefaultClient
+	if presented {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// Unverified on purpose: the certificate is read to become the one CDI trusts.
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	resp, err := client.Do(hr)
 	if err != nil {
-		return 0
+		return imageProbe{err: err}
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0
+	var p imageProbe
+	if resp.StatusCode == http.StatusOK {
+		p.length = resp.ContentLength
 	}
-	return resp.ContentLength
+	if presented && resp.TLS != nil {
+		for _, c := range resp.TLS.PeerCertificates {
+			p.certs = append(p.certs, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		}
+	}
+	return p
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "the server did not use TLS"
+	}
+	return err.Error()
 }
 
 func (s *Server) taskService(w http.ResponseWriter, r *http.Request) {

@@ -52,6 +52,7 @@ var expectedRBAC = map[string]map[string][]string{
 		"cdi.kubevirt.io/datavolumes/source": {"create"},
 		"/persistentvolumeclaims":            {"get", "list", "watch"},
 		"/secrets":                           {"create", "delete"},
+		"/configmaps":                        {"create", "delete"},
 	},
 }
 
