@@ -250,6 +250,15 @@ func (s *Simulator) stop(ctx context.Context, key string, vmi *virtv1.VirtualMac
 	if vmi.DeletionTimestamp != nil {
 		return nil
 	}
+	if vmi.Status.Phase != virtv1.Running && s.opts.ShutdownDelay > 0 {
+		// The cache may not show yet the boot this simulator has just finished: a guest that
+		// runs must get its shutdown time, so ask the cluster.
+		if fresh, err := s.freshVMI(ctx, vmi); err != nil {
+			return err
+		} else if fresh != nil {
+			vmi = fresh
+		}
+	}
 	if vmi.Status.Phase == virtv1.Running && s.opts.ShutdownDelay > 0 {
 		s.mu.Lock()
 		began, ok := s.stopping[vmi.UID]
@@ -267,6 +276,22 @@ func (s *Simulator) stop(ctx context.Context, key string, vmi *virtv1.VirtualMac
 	delete(s.stopping, vmi.UID)
 	s.mu.Unlock()
 	return s.deleteVMI(ctx, vmi)
+}
+
+// freshVMI reads vmi from the cluster; nil when it is gone or replaced.
+func (s *Simulator) freshVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (*virtv1.VirtualMachineInstance, error) {
+	u, err := s.dyn.Resource(kubevirt.VMIResource).Namespace(vmi.Namespace).Get(ctx, vmi.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, ignoreNotFound(err)
+	}
+	fresh := &virtv1.VirtualMachineInstance{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, fresh); err != nil {
+		return nil, err
+	}
+	if fresh.UID != vmi.UID {
+		return nil, nil
+	}
+	return fresh, nil
 }
 
 func (s *Simulator) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
