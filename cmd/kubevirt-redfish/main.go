@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/crypto/bcrypt"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -268,37 +267,9 @@ func clusterClient(ctx context.Context, o options) (dynamic.Interface, *rest.Con
 	streamInitialLists()
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kubevirt-redfish/" + version
-	rc.Wrap(retryWatches)
+	rc.Wrap(kubevirt.RetryWatches)
 	dyn, err := dynamic.NewForConfig(rc)
 	return dyn, rc, err
-}
-
-// retryWatches keeps a watch request dialling, every watchRedial, while the apiserver refuses
-// connections, instead of failing it: client-go's reflectors back off exponentially (up to a
-// minute, with jitter) after a refused watch, which after an apiserver restart would leave
-// the caches, and so every GET and session lookup, stale for that long. Every other request
-// still fails at once, so actions answer 503 without waiting.
-func retryWatches(next http.RoundTripper) http.RoundTripper { return watchRedialer{next} }
-
-const watchRedial = 500 * time.Millisecond
-
-type watchRedialer struct{ next http.RoundTripper }
-
-func (w watchRedialer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || req.URL.Query().Get("watch") != "true" {
-		return w.next.RoundTrip(req)
-	}
-	for {
-		resp, err := w.next.RoundTrip(req)
-		if err == nil || !utilnet.IsConnectionRefused(err) {
-			return resp, err
-		}
-		select {
-		case <-req.Context().Done():
-			return nil, err
-		case <-time.After(watchRedial):
-		}
-	}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -24,7 +24,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	virtv1 "kubevirt.io/api/core/v1"
 
@@ -61,11 +60,9 @@ type cluster struct{ *stack.Cluster }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	// The simulator redials its watches like the server does (cmd/kubevirt-redfish
-	// retryWatches), so it follows an apiserver restart as quickly.
-	return &cluster{stack.StartCluster(t, stack.ClusterOptions{
-		WrapTransport: func(next http.RoundTripper) http.RoundTripper { return watchRedialer{next} },
-	})}
+	// The simulator redials its watches like the server does, so it follows an apiserver
+	// restart as quickly.
+	return &cluster{stack.StartCluster(t, stack.ClusterOptions{WrapTransport: kubevirt.RetryWatches})}
 }
 
 func createVM(t *testing.T, dyn dynamic.Interface, vm *virtv1.VirtualMachine) {
@@ -499,24 +496,3 @@ func record(t *testing.T, name string, figures map[string]any) {
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
-
-// watchRedialer is a copy of cmd/kubevirt-redfish's: a refused watch dials again every half
-// second instead of failing into client-go's exponential backoff.
-type watchRedialer struct{ next http.RoundTripper }
-
-func (w watchRedialer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || req.URL.Query().Get("watch") != "true" {
-		return w.next.RoundTrip(req)
-	}
-	for {
-		resp, err := w.next.RoundTrip(req)
-		if err == nil || !utilnet.IsConnectionRefused(err) {
-			return resp, err
-		}
-		select {
-		case <-req.Context().Done():
-			return nil, err
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
