@@ -388,16 +388,24 @@ func driveProtocol(bus string) *string {
 }
 
 func (s *Server) drive(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "Drive")
+	if m, d, ok := s.storageDisk(w, r, "Drive"); ok {
+		writeJSON(w, http.StatusOK, driveResource(m, d))
+	}
+}
+
+// storageDisk resolves the machine and the storage disk a Drive or Volume URL names; on any
+// failure it has answered 404.
+func (s *Server) storageDisk(w http.ResponseWriter, r *http.Request, typ string) (kubevirt.Machine, kubevirt.DiskFacts, bool) {
+	m, ok := s.machine(w, r, typ)
 	if !ok {
-		return
+		return m, kubevirt.DiskFacts{}, false
 	}
 	disks := storageDisks(s.disks(m))
-	name, ok := member(w, r, "Drive", names(disks))
+	name, ok := member(w, r, typ, names(disks))
 	if !ok {
-		return
+		return m, kubevirt.DiskFacts{}, false
 	}
-	writeJSON(w, http.StatusOK, driveResource(m, findDisk(disks, name)))
+	return m, findDisk(disks, name), true
 }
 
 func driveResource(m kubevirt.Machine, d kubevirt.DiskFacts) redfish.Drive {
@@ -436,16 +444,14 @@ func (s *Server) volumeCollection(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) volume(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.machine(w, r, "Volume")
-	if !ok || !storageMember(w, r) {
+	// The storage id is the same for every system, so checking it first tells nothing about
+	// which systems exist.
+	if !storageMember(w, r) {
 		return
 	}
-	disks := storageDisks(s.disks(m))
-	name, ok := member(w, r, "Volume", names(disks))
-	if !ok {
-		return
+	if m, d, ok := s.storageDisk(w, r, "Volume"); ok {
+		writeJSON(w, http.StatusOK, volumeResource(m, d))
 	}
-	writeJSON(w, http.StatusOK, volumeResource(m, findDisk(disks, name)))
 }
 
 // volumeResource renders the volume behind a drive: the DataVolume or PVC (or the emptyDisk

@@ -162,7 +162,7 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
 	}
 	if pin {
 		if len(probe.certs) == 0 {
-			writeError(w, imageRefused(req.Image, "media.insecureTLS trusts the certificate the image server presents, and none could be read: "+errString(probe.err)))
+			writeError(w, imageRefused(req.Image, "media.insecureTLS trusts the certificate the image server presents, and none could be read: "+noCertificateReason(probe.err)))
 			return
 		}
 		req.PresentedCerts = probe.certs
@@ -328,7 +328,8 @@ func probeImage(ctx context.Context, req kubevirt.MediaRequest, presented bool) 
 	return p
 }
 
-func errString(err error) string {
+// noCertificateReason says why a probe returned no certificate: its error, else plain HTTP.
+func noCertificateReason(err error) string {
 	if err == nil {
 		return "the server did not use TLS"
 	}
