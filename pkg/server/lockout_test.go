@@ -12,21 +12,22 @@ import (
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 var limits = config.Lockout{Threshold: 3, PeerThreshold: 5, Window: time.Minute, Duration: 2 * time.Minute}
 
 func TestLockoutCounters(t *testing.T) {
-	c := &testClock{now: time.Now()}
+	c := testingclock.NewFakeClock(time.Now())
 	l := newLockout(c.Now)
 
 	// Failures spread wider than the window never lock.
 	for i := 0; i < 5; i++ {
 		pair, _ := l.fail("alice", "192.0.2.1", limits)
 		assert.False(t, pair)
-		c.Add(40 * time.Second)
+		c.Step(40 * time.Second)
 		if i%2 == 1 {
-			c.Add(30 * time.Second)
+			c.Step(30 * time.Second)
 		}
 	}
 	l = newLockout(c.Now)
@@ -45,7 +46,7 @@ func TestLockoutCounters(t *testing.T) {
 	assert.Equal(t, unlocked, l.check("bob", "192.0.2.1", lim), "other users are not affected")
 	assert.True(t, l.userLocked("alice"))
 	assert.False(t, l.userLocked("bob"))
-	c.Add(2*time.Minute + time.Second)
+	c.Step(2*time.Minute + time.Second)
 	assert.Equal(t, unlocked, l.check("alice", "192.0.2.1", limits), "locks end")
 	assert.False(t, l.userLocked("alice"))
 
@@ -73,7 +74,7 @@ func TestLockoutCounters(t *testing.T) {
 }
 
 func TestLockoutMemoryIsBounded(t *testing.T) {
-	c := &testClock{now: time.Now()}
+	c := testingclock.NewFakeClock(time.Now())
 	l := newLockout(c.Now)
 	for i := 0; i < maxLockEntries+1000; i++ {
 		l.fail(fmt.Sprintf("u%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), limits)

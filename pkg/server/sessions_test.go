@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sessions"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/sim"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // secPasswords are the accounts of the security tests: admin (Administrator, all tenants),
@@ -61,24 +61,6 @@ func secConfig(t testing.TB, mod func(*config.File)) *config.Config {
 	return cfg
 }
 
-// testClock is a settable clock for session expiry.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // secHarness is a server with a session store over the demo cluster, whose log is recorded.
 type secHarness struct {
 	t      *testing.T
@@ -88,7 +70,7 @@ type secHarness struct {
 	store  *sessions.Store
 	http   *httptest.Server
 	logs   *observer.ObservedLogs
-	clock  *testClock
+	clock  *testingclock.FakeClock
 }
 
 func newSecHarness(t *testing.T, mod func(*config.File)) *secHarness {
@@ -98,7 +80,7 @@ func newSecHarness(t *testing.T, mod func(*config.File)) *secHarness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cfg := secConfig(t, mod)
-	h := &secHarness{t: t, dyn: dyn, cfg: cfg, clock: &testClock{now: time.Now()}}
+	h := &secHarness{t: t, dyn: dyn, cfg: cfg, clock: testingclock.NewFakeClock(time.Now())}
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.logs = logs
 	log := zap.New(core)
@@ -357,15 +339,15 @@ func TestSessionsExpireAndEndWithTheCredential(t *testing.T) {
 	token, _ := h.login("alice", "alice-pw")
 	sys := "/redfish/v1/Systems/" + cpA0
 
-	h.clock.Add(4 * time.Minute)
+	h.clock.Step(4 * time.Minute)
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, sys, withToken(token), "").code, "used before the timeout")
 	require.Eventually(t, func() bool {
 		u, err := h.dyn.Resource(sessions.SecretResource).Namespace(sessionNS).List(context.Background(), metav1.ListOptions{})
 		return err == nil && len(u.Items) == 1 && u.Items[0].GetAnnotations()[sessions.AnnotationLastUsed] == h.clock.Now().UTC().Format(time.RFC3339Nano)
 	}, 5*time.Second, 10*time.Millisecond, "the use is recorded in the cluster")
-	h.clock.Add(4 * time.Minute)
+	h.clock.Step(4 * time.Minute)
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, sys, withToken(token), "").code, "idle time counts from the last use")
-	h.clock.Add(6 * time.Minute)
+	h.clock.Step(6 * time.Minute)
 	assert.Equal(t, http.StatusUnauthorized, h.do(http.MethodGet, sys, withToken(token), "").code, "idle for longer than the timeout")
 
 	// A password change ends the user's sessions at once, on every replica: they carry the
@@ -438,7 +420,7 @@ func TestSushyAutoAuth(t *testing.T) {
 	assert.Equal(t, 1, logins, "the token is reused")
 
 	// The session ends behind sushy's back (expiry, logout elsewhere): one 401, one login.
-	h.clock.Add(time.Hour)
+	h.clock.Step(time.Hour)
 	require.Equal(t, http.StatusOK, get("/redfish/v1/Systems/"+cpA0).code)
 	assert.Equal(t, 2, logins)
 	require.Equal(t, http.StatusOK, get("/redfish/v1/Managers/"+cpA0).code)

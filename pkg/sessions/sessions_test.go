@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,34 +19,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 const ns = "kubevirt-redfish"
-
-// clock is a settable clock shared by the stores of a test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func newCluster() dynamic.Interface {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{SecretResource: "SecretList"})
 }
 
-func startStore(t *testing.T, dyn dynamic.Interface, c *clock, mod func(*Options)) *Store {
+func startStore(t *testing.T, dyn dynamic.Interface, c *testingclock.FakeClock, mod func(*Options)) *Store {
 	t.Helper()
 	opts := Options{Namespace: ns, Timeout: 10 * time.Minute, MaxLifetime: time.Hour, MaxPerUser: 3, Now: c.Now}
 	if mod != nil {
@@ -60,7 +42,9 @@ func startStore(t *testing.T, dyn dynamic.Interface, c *clock, mod func(*Options
 	return s
 }
 
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func newClock() *testingclock.FakeClock {
+	return testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+}
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -126,7 +110,7 @@ func TestIdleExpiryAndRefreshAcrossReplicas(t *testing.T) {
 	eventually(t, "replica b sees the session", func() bool { _, ok := b.Get(sess.ID); return ok })
 
 	// Used within Timeout/10 of the last use: no refresh is written.
-	c.Add(30 * time.Second)
+	c.Step(30 * time.Second)
 	_, ok := b.Lookup(context.Background(), token, nil)
 	require.True(t, ok)
 	time.Sleep(50 * time.Millisecond)
@@ -135,7 +119,7 @@ func TestIdleExpiryAndRefreshAcrossReplicas(t *testing.T) {
 	assert.Equal(t, sess.Created.Format(time.RFC3339Nano), u.GetAnnotations()[AnnotationLastUsed])
 
 	// Used later than Timeout/10: b refreshes last-used, and a sees it.
-	c.Add(9 * time.Minute) // 9m30s after login
+	c.Step(9 * time.Minute) // 9m30s after login
 	_, ok = b.Lookup(context.Background(), token, nil)
 	require.True(t, ok)
 	want := c.Now()
@@ -145,10 +129,10 @@ func TestIdleExpiryAndRefreshAcrossReplicas(t *testing.T) {
 	})
 
 	// Idle for less than Timeout since the refresh: alive on both; then idle too long: dead.
-	c.Add(9 * time.Minute)
+	c.Step(9 * time.Minute)
 	_, ok = a.Get(sess.ID)
 	assert.True(t, ok, "the refresh kept it alive past the original timeout")
-	c.Add(2 * time.Minute)
+	c.Step(2 * time.Minute)
 	_, ok = a.Lookup(context.Background(), token, nil)
 	assert.False(t, ok, "idle for longer than the timeout")
 	_, ok = b.Get(sess.ID)
@@ -176,18 +160,18 @@ func TestALocalUseCountsBeforeTheCacheSeesIt(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the cache has the session", func() bool { _, ok := s.Get(sess.ID); return ok })
 
-	c.Add(4 * time.Minute)
+	c.Step(4 * time.Minute)
 	_, ok := s.Lookup(context.Background(), token, nil)
 	require.True(t, ok)
 	<-patched
-	c.Add(4 * time.Minute) // 8 minutes after login, 4 after the last use
+	c.Step(4 * time.Minute) // 8 minutes after login, 4 after the last use
 	_, ok = s.Lookup(context.Background(), token, nil)
 	assert.True(t, ok, "idle time counts from the last use on this replica")
 	s.SweepOnce(context.Background())
 	_, err = dyn.Resource(SecretResource).Namespace(ns).Get(context.Background(), NamePrefix+sess.ID, metav1.GetOptions{})
 	assert.NoError(t, err, "the sweep keeps a session this replica just used")
 
-	c.Add(5 * time.Minute)
+	c.Step(5 * time.Minute)
 	_, ok = s.Lookup(context.Background(), token, nil)
 	assert.False(t, ok, "idle for the timeout since the last use")
 }
@@ -198,7 +182,7 @@ func TestMaxLifetime(t *testing.T) {
 	_, token, err := s.Create(context.Background(), "alice", "fp", "")
 	require.NoError(t, err)
 	for i := 0; i < 4; i++ { // used every 6 minutes: never idle for long
-		c.Add(6 * time.Minute)
+		c.Step(6 * time.Minute)
 		_, ok := s.Lookup(context.Background(), token, nil)
 		require.True(t, ok, "use %d", i)
 		eventually(t, "refresh", func() bool {
@@ -206,7 +190,7 @@ func TestMaxLifetime(t *testing.T) {
 			return len(ss) == 1 && ss[0].LastUsed.Equal(c.Now())
 		})
 	}
-	c.Add(2 * time.Minute) // 26 minutes after login
+	c.Step(2 * time.Minute) // 26 minutes after login
 	_, ok := s.Lookup(context.Background(), token, nil)
 	assert.False(t, ok, "past the maximum lifetime however active")
 }
@@ -220,7 +204,7 @@ func TestListDeleteAndLimit(t *testing.T) {
 		sess, _, err := s.Create(ctx, "alice", "fp", "")
 		require.NoError(t, err)
 		ids = append(ids, sess.ID)
-		c.Add(time.Second)
+		c.Step(time.Second)
 	}
 	_, _, err := s.Create(ctx, "alice", "fp", "")
 	assert.ErrorIs(t, err, ErrLimit)
