@@ -24,14 +24,13 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/config"
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/informer"
 )
 
 var secretResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
@@ -102,18 +101,7 @@ func (r *Reloader) secretInformer(name string) cache.SharedIndexInformer {
 		lo.FieldSelector = "metadata.name=" + name
 	})
 	inf := f.ForResource(secretResource).Informer()
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
-		}
-		sec := &corev1.Secret{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sec); err != nil {
-			return nil, err
-		}
-		sec.SetManagedFields(nil)
-		return sec, nil
-	})
+	_ = inf.SetTransform(informer.Typed[corev1.Secret])
 	kick := func(any) { r.Trigger() }
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,

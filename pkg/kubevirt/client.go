@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -27,6 +26,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/informer"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/metrics"
 	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/redfish"
 )
@@ -93,10 +93,10 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 			vmis: f.ForResource(VMIResource).Informer(),
 			dvs:  f.ForResource(DataVolumeResource).Informer(),
 		}
-		_ = nc.vms.SetTransform(toTyped[virtv1.VirtualMachine])
-		_ = nc.vmis.SetTransform(toTyped[virtv1.VirtualMachineInstance])
+		_ = nc.vms.SetTransform(informer.Typed[virtv1.VirtualMachine])
+		_ = nc.vmis.SetTransform(informer.Typed[virtv1.VirtualMachineInstance])
 		_ = nc.vmis.AddIndexers(vmiIndexers)
-		_ = nc.dvs.SetTransform(toTyped[cdiv1.DataVolume])
+		_ = nc.dvs.SetTransform(informer.Typed[cdiv1.DataVolume])
 		_, _ = nc.dvs.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.observeImport})
 		_, _ = nc.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
@@ -109,24 +109,6 @@ func NewClient(dyn dynamic.Interface, namespaces []string, log *zap.Logger) *Cli
 		c.namespaces[ns] = nc
 	}
 	return c
-}
-
-// toTyped converts informer objects to typed KubeVirt objects once, on arrival, so reads pay
-// no conversion, and drops managedFields, which nothing here reads.
-func toTyped[T any, PT interface {
-	*T
-	metav1.Object
-}](obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil // tombstones and already converted objects
-	}
-	out := PT(new(T))
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return nil, err
-	}
-	out.SetManagedFields(nil)
-	return out, nil
 }
 
 // UseMetrics records apiserver errors and import durations into m (before Start).
@@ -319,7 +301,7 @@ func (c *Client) mutate(ctx context.Context, ns, name string, plan func(Machine)
 		c.apiError("patch_vm", err)
 		switch {
 		case err == nil:
-			if written, err := toTyped[virtv1.VirtualMachine](out); err == nil {
+			if written, err := informer.Typed[virtv1.VirtualMachine](out); err == nil {
 				c.waitForVM(ctx, ns, name, func(vm *virtv1.VirtualMachine) bool { return showsWrite(vm, written.(*virtv1.VirtualMachine)) })
 			}
 			return nil
@@ -362,7 +344,7 @@ func (c *Client) fetchVM(ctx context.Context, ns, name string) (*virtv1.VirtualM
 	if err != nil {
 		return nil, err
 	}
-	vm, err := toTyped[virtv1.VirtualMachine](u)
+	vm, err := informer.Typed[virtv1.VirtualMachine](u)
 	if err != nil {
 		return nil, err
 	}

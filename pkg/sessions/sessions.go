@@ -29,13 +29,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubevirt-redfish/kubevirt-redfish/pkg/informer"
 )
 
 // Names of the session Secrets' labels, annotation, type and data keys.
@@ -121,7 +122,7 @@ func New(dyn dynamic.Interface, opts Options) *Store {
 		lo.LabelSelector = LabelSession + "=true"
 	})
 	inf := f.ForResource(SecretResource).Informer()
-	_ = inf.SetTransform(toSecret)
+	_ = inf.SetTransform(informer.Typed[corev1.Secret])
 	_ = inf.AddIndexers(cache.Indexers{tokenIndex: func(obj any) ([]string, error) {
 		if sec, ok := obj.(*corev1.Secret); ok && len(sec.Data[keyTokenHash]) > 0 {
 			return []string{string(sec.Data[keyTokenHash])}, nil
@@ -129,21 +130,6 @@ func New(dyn dynamic.Interface, opts Options) *Store {
 		return nil, nil
 	}})
 	return &Store{dyn: dyn, opts: opts, informer: inf, touched: map[string]time.Time{}, misses: bucket{rate: 10, burst: 20, now: opts.Now}}
-}
-
-// toSecret converts session Secrets to typed objects once, on arrival, without
-// managedFields, in the style of the VM informers.
-func toSecret(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	sec := &corev1.Secret{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sec); err != nil {
-		return nil, err
-	}
-	sec.SetManagedFields(nil)
-	return sec, nil
 }
 
 // Start runs the informer and the expiry sweeper until ctx ends; it returns once the cache has
@@ -269,7 +255,7 @@ func (s *Store) lookupAPI(ctx context.Context, hash string) *corev1.Secret {
 		return nil
 	}
 	for i := range list.Items {
-		obj, err := toSecret(&list.Items[i])
+		obj, err := informer.Typed[corev1.Secret](&list.Items[i])
 		if err != nil {
 			continue
 		}
